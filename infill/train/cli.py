@@ -1,0 +1,143 @@
+"""`infill-train`: corpus -> tokenizer -> model -> export, each stage resumable.
+
+    infill-train all --out runs/v0 --minutes 60        # every stage, skipping finished ones
+    infill-train corpus --out runs/v0                   # scan installed Python sources
+    infill-train tokenizer --out runs/v0 --vocab 8192
+    infill-train model --out runs/v0 --steps 2000       # resumes from runs/v0/checkpoint
+    infill-train export --out runs/v0 --to infill/default_model
+    infill-train plot --out runs/v0                     # loss curves -> runs/v0/loss.png
+
+Under torchrun the `model` stage runs DistributedDataParallel (one process per GPU, or gloo on CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+from infill.model import InfillModel
+from infill.tokenizer import CodeTokenizer, train_tokenizer
+from infill.train.corpus import build_corpus, load_corpus
+from infill.train.train import TrainConfig, train
+
+TOKENIZER_SAMPLE_CHARS = 40_000_000
+
+
+def stage_corpus(args) -> None:
+    if (args.out / "corpus.jsonl.gz").exists() and not args.force:
+        print(f"corpus: {args.out / 'corpus.jsonl.gz'} exists (use --force to rebuild)")
+        return
+    manifest = build_corpus(args.out, limit=args.limit_files)
+    print(json.dumps(manifest["counts"]))
+
+
+def stage_tokenizer(args) -> None:
+    if (args.out / "tokenizer.json").exists() and not args.force:
+        print(f"tokenizer: {args.out / 'tokenizer.json'} exists")
+        return
+    records = load_corpus(args.out / "corpus.jsonl.gz", split="train")
+    random.Random(0).shuffle(records)
+    texts, total = [], 0
+    for record in records:
+        if total > TOKENIZER_SAMPLE_CHARS:
+            break
+        texts.append(record.text)
+        total += len(record.text)
+    tok = train_tokenizer(texts, vocab_size=args.vocab)
+    tok.save(args.out)
+    print(f"tokenizer: {tok.vocab_size} tokens from {total / 1e6:.1f}M chars")
+
+
+def stage_model(args) -> None:
+    tok = CodeTokenizer.load(args.out)
+    config = TrainConfig(
+        out=args.out,
+        corpus=args.out / "corpus.jsonl.gz",
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        lr=args.lr,
+        minutes=args.minutes,
+        threads=args.threads,
+        model={"hidden_size": args.hidden, "num_layers": args.layers, "num_heads": args.heads},
+    )
+    checkpoint = train(config, tok)
+    print(f"model: checkpoint in {checkpoint}")
+
+
+def stage_export(args) -> None:
+    """Copy the checkpoint's weights (as float16 safetensors), config and tokenizer to --to."""
+    checkpoint = args.out / "checkpoint"
+    model = InfillModel.from_pretrained(checkpoint)
+    args.to.mkdir(parents=True, exist_ok=True)
+    model.to(torch.float16).save_pretrained(args.to)
+    CodeTokenizer.load(checkpoint).save(args.to)
+    state = torch.load(checkpoint / "state.pt", weights_only=True)
+    params = sum(p.numel() for p in model.parameters())
+    info = {"params": params, "steps": state["step"], "tokens": state["tokens"],
+            "seconds": state.get("seconds")}
+    (args.to / "training.json").write_text(json.dumps(info, indent=1))
+    print(f"export: {params / 1e6:.2f}M params, {state['step']} steps -> {args.to}")
+
+
+def stage_plot(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in (args.out / "log.jsonl").read_text().splitlines()]
+    tokens = [r["tokens"] / 1e6 for r in rows]
+    plt.figure(figsize=(7, 4))
+    plt.plot(tokens, [r["loss"] for r in rows], label="train loss (batch)", alpha=0.6)
+    if any("heldout_loss" in r for r in rows):
+        plt.plot(tokens, [r.get("heldout_loss") for r in rows], label="held-out loss")
+    plt.xlabel("training tokens (M)")
+    plt.ylabel("diffusion loss")
+    plt.legend()
+    plt.grid(alpha=0.3)
+    plt.tight_layout()
+    plt.savefig(args.out / "loss.png", dpi=120)
+    print(f"plot: {args.out / 'loss.png'}")
+
+
+STAGES = {"corpus": stage_corpus, "tokenizer": stage_tokenizer, "model": stage_model,
+          "export": stage_export, "plot": stage_plot}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="infill-train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=[*STAGES, "all"])
+    parser.add_argument("--out", type=Path, required=True, help="run directory")
+    parser.add_argument("--to", type=Path, default=Path("infill/default_model"), help="export target")
+    parser.add_argument("--force", action="store_true", help="rebuild corpus/tokenizer")
+    parser.add_argument("--limit-files", type=int, default=None, help="corpus: keep at most N files")
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--minutes", type=float, default=None, help="wall-clock budget for this run")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--heads", type=int, default=8)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stages = ["corpus", "tokenizer", "model", "export", "plot"] if args.stage == "all" else [args.stage]
+    for stage in stages:
+        STAGES[stage](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Train the denoiser with the masked-diffusion objective on infill-shaped examples.
+
+One loop for one CPU, one GPU, or many under `torchrun` (DistributedDataParallel: each rank
+draws its own examples from a rank-seeded generator; rank 0 logs and checkpoints).
+Checkpoints are written atomically every `checkpoint_every` steps into `<out>/checkpoint/`
+(model as safetensors, tokenizer.json, trainer state) and training resumes from there.
+The log is `<out>/log.jsonl` (train loss, held-out loss, tokens, seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from infill.model import InfillConfig, InfillModel
+from infill.tokenizer import CodeTokenizer
+from infill.train.corpus import CorpusFile, load_corpus
+from infill.train.masking import IGNORE, MaskMix, collate, make_example
+
+VISIBLE_WEIGHT = 0.5  # loss weight of visible (possibly corrupted) positions vs masked ones
+
+
+@dataclass
+class TrainConfig:
+    out: Path
+    corpus: Path
+    seq_len: int = 256
+    batch_size: int = 32
+    steps: int = 2000
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    checkpoint_every: int = 50
+    eval_every: int = 50
+    minutes: float | None = None  # stop (after a checkpoint) when this much wall time has passed
+    threads: int | None = None
+    seed: int = 0
+    model: dict = field(default_factory=lambda: {"hidden_size": 256, "num_layers": 6, "num_heads": 8})
+    mix: MaskMix = field(default_factory=MaskMix)
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    progress = min(1.0, (step - config.warmup) / max(1, config.steps - config.warmup))
+    cosine = 0.5 * (1 + math.cos(math.pi * progress))
+    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
+
+
+class DiffusionLoss(torch.nn.Module):
+    """The training objective as a module (so DistributedDataParallel can wrap it).
+
+    Cross-entropy at masked positions, plus a lighter term at visible target positions. The
+    output layer runs only where there is a target: most positions are context without a loss."""
+
+    def __init__(self, model: InfillModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, targets, masked):
+        hidden = self.model.hidden_states(input_ids, attention_mask)
+        has_target = targets != IGNORE
+        logits = self.model.lm_head(hidden[has_target]).float()
+        per_token = F.cross_entropy(logits, targets[has_target], reduction="none")
+        masked = masked[has_target]
+        loss = per_token[masked].sum() / masked.sum().clamp(min=1)
+        if (~masked).any():
+            loss = loss + VISIBLE_WEIGHT * per_token[~masked].mean()
+        return loss
+
+
+def sample_batch(rng, records, weights, tok, config: TrainConfig, device):
+    picked = rng.choices(records, weights=weights, k=config.batch_size)
+    examples = [make_example(rng, r, tok, config.seq_len, config.mix) for r in picked]
+    return {k: v.to(device) for k, v in collate(examples, tok.pad_id).items()}
+
+
+def save_checkpoint(directory: Path, model, tok, optimizer, state: dict) -> None:
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save(tmp)
+    torch.save({"optimizer": optimizer.state_dict(), **state}, tmp / "state.pt")
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+
+
+def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    rank = dist.get_rank() if distributed else 0
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed * 1000 + rank)
+
+    records: list[CorpusFile] = load_corpus(config.corpus, split="train")
+    heldout: list[CorpusFile] = load_corpus(config.corpus, split="heldout")
+    weights = [min(len(r.text), 20_000) for r in records]
+    checkpoint = config.out / "checkpoint"
+    state = {"step": 0, "tokens": 0, "seconds": 0.0}
+    if (checkpoint / "model.safetensors").exists():
+        model = InfillModel.from_pretrained(checkpoint)
+        state = torch.load(checkpoint / "state.pt", weights_only=True)
+        rng.seed(config.seed * 1000 + rank + state["step"])  # fresh draws after resuming
+    else:
+        model_config = InfillConfig(vocab_size=tok.vocab_size, context_length=config.seq_len, **config.model)
+        model = InfillModel(model_config)
+    model.to(device).train()
+    objective = DiffusionLoss(model)
+    if distributed:
+        objective = torch.nn.parallel.DistributedDataParallel(objective)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr, betas=(0.9, 0.95),
+    )
+    if "optimizer" in state:
+        optimizer.load_state_dict(state["optimizer"])
+    eval_rng = random.Random(12345)
+    eval_batch = sample_batch(eval_rng, heldout, [1] * len(heldout), tok, config, device) if heldout else None
+
+    start_step, tokens, started = state["step"], state["tokens"], time.time()
+    seconds_before = state.get("seconds", 0.0)
+    log = (config.out / "log.jsonl").open("a") if rank == 0 else None
+    bar = tqdm(range(start_step, config.steps), initial=start_step, total=config.steps, disable=rank != 0, desc="train")
+    step = start_step
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, config)
+        batch = sample_batch(rng, records, weights, tok, config, device)
+        loss = objective(**batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        tokens += int(batch["attention_mask"].sum()) * (dist.get_world_size() if distributed else 1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        done = step + 1
+        out_of_time = config.minutes is not None and time.time() - started > config.minutes * 60
+        if rank == 0 and (done % config.eval_every == 0 or done == config.steps or out_of_time):
+            record = {"step": done, "loss": loss.item(), "tokens": tokens,
+                      "seconds": seconds_before + time.time() - started,
+                      "lr": learning_rate(step, config)}
+            if eval_batch is not None:
+                model.eval()
+                with torch.no_grad():
+                    record["heldout_loss"] = objective(**eval_batch).item()
+                model.train()
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+        if rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps or out_of_time):
+            seconds = seconds_before + time.time() - started
+            save_checkpoint(checkpoint, model, tok, optimizer, {"step": done, "tokens": tokens, "seconds": seconds})
+        if out_of_time:
+            break
+    if distributed:
+        dist.destroy_process_group()
+    if log:
+        log.close()
+        (config.out / "train_config.json").write_text(json.dumps(asdict(config), default=str, indent=1))
+    return checkpoint

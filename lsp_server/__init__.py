@@ -1,0 +1,1 @@
+"""Language server for infill (see issue: infill-lsp)."""
