@@ -135,9 +135,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 def _check_size(size: int, max_bytes: int, label: str) -> None:
     if size > max_bytes:
-        raise InputError(
-            f"{label}: file is too large ({size} bytes; the limit is {max_bytes} bytes)"
-        )
+        raise InputError(f"{label}: file is too large ({size} bytes; the limit is {max_bytes} bytes)")
 
 
 def _dominant_newline(text: str) -> str:

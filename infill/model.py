@@ -134,7 +134,7 @@ class InfillModel(PreTrainedModel):
 
     def hidden_states(self, input_ids, attention_mask=None):
         """Final normalised hidden states (B, L, hidden): everything but the output layer."""
-        B, L = input_ids.shape
+        L = input_ids.shape[1]
         head_dim = self.config.hidden_size // self.config.num_heads
         cos, sin = rotary_tables(L, head_dim, self.config.rope_theta, input_ids.device)
         attn_mask = None

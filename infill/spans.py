@@ -84,9 +84,7 @@ def parse_lines(text: str, spec: str) -> Span:
     """Span for a ``--lines`` value: ``"A-B"`` (lines A to B, both included) or ``"A"``."""
     match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", spec)
     if match is None:
-        raise InputError(
-            f"--lines expects A-B or A (1-based line numbers, e.g. 10-20), got {spec!r}"
-        )
+        raise InputError(f"--lines expects A-B or A (1-based line numbers, e.g. 10-20), got {spec!r}")
     first = int(match[1])
     last = int(match[2]) if match[2] else first
     return line_span(text, first, last)
@@ -297,9 +295,7 @@ def _statements_on_row(root: tree_sitter.Node, row: int) -> Iterator[tree_sitter
         if node.type in _STATEMENT_TYPES:
             yield node
         stack.extend(
-            child
-            for child in reversed(node.children)
-            if child.start_point.row <= row <= child.end_point.row
+            child for child in reversed(node.children) if child.start_point.row <= row <= child.end_point.row
         )
 
 
@@ -311,9 +307,7 @@ def _no_statement_reason(
     content = text[start:end]
     if not content.strip():
         return " (it is blank)"
-    first_byte = len(
-        text[: start + len(content) - len(content.lstrip())].encode("utf-8", "surrogatepass")
-    )
+    first_byte = len(text[: start + len(content) - len(content.lstrip())].encode("utf-8", "surrogatepass"))
     if root.descendant_for_byte_range(first_byte, first_byte + 1).type == "comment":
         return " (it holds only a comment)"
     if statements:
@@ -331,9 +325,7 @@ def _find_definition(root: tree_sitter.Node, kind: str, selector: str) -> tree_s
     name, at_sign, line_text = (part.strip() for part in selector.partition("@"))
     wanted = tuple(part.strip() for part in name.split("."))
     if not all(part.isidentifier() for part in wanted):
-        raise InputError(
-            f"{name!r} is not a Python name or dotted name (like Cls.method or outer.inner)"
-        )
+        raise InputError(f"{name!r} is not a Python name or dotted name (like Cls.method or outer.inner)")
     if at_sign and not re.fullmatch(r"[0-9]+", line_text):
         raise InputError(f"NAME@LINE expects a 1-based line number after '@', got {selector!r}")
     definitions = _definitions(root)
@@ -385,13 +377,9 @@ def _qualified_name(node: tree_sitter.Node) -> tuple[str, ...]:
     return tuple(reversed(names))
 
 
-def _ambiguity_message(
-    selector: str, matches: list[tree_sitter.Node], pool: list[tree_sitter.Node]
-) -> str:
+def _ambiguity_message(selector: str, matches: list[tree_sitter.Node], pool: list[tree_sitter.Node]) -> str:
     """Error text for a name that matches several definitions, with a way to pick each."""
-    listing = ", ".join(
-        f"{_definition_name(node)} (line {node.start_point.row + 1})" for node in matches
-    )
+    listing = ", ".join(f"{_definition_name(node)} (line {node.start_point.row + 1})" for node in matches)
     picks = " or ".join(_unique_selector(node, pool) for node in matches)
     return f"{selector!r} matches {len(matches)} definitions: {listing}; pick one with {picks}"
 
@@ -535,9 +523,7 @@ def _is_expression(node: tree_sitter.Node) -> bool:
         return False
     parent = node.parent
     return not (
-        parent is not None
-        and parent.type in _DEFINITION_TYPES
-        and parent.child_by_field_name("name") == node
+        parent is not None and parent.type in _DEFINITION_TYPES and parent.child_by_field_name("name") == node
     )
 
 
@@ -569,14 +555,11 @@ def _check_span(text: str, span: Span) -> None:
         raise InputError(f"{_describe(span)} ends before it starts")
     if span.start < 0 or span.end > len(text):
         raise InputError(
-            f"{_describe(span)} reaches outside the file, which has "
-            f"{_plural(len(text), 'character')}"
+            f"{_describe(span)} reaches outside the file, which has {_plural(len(text), 'character')}"
         )
     for offset in (span.start, span.end):
         if 0 < offset < len(text) and text[offset - 1 : offset + 1] == "\r\n":
-            raise InputError(
-                f"{_describe(span)} splits the line terminator \\r\\n at offset {offset}"
-            )
+            raise InputError(f"{_describe(span)} splits the line terminator \\r\\n at offset {offset}")
 
 
 def _describe(span: Span) -> str:

@@ -54,7 +54,7 @@ class CodeTokenizer:
         self.tokenizer.save(str(Path(directory) / "tokenizer.json"))
 
     @classmethod
-    def load(cls, directory: str | Path) -> "CodeTokenizer":
+    def load(cls, directory: str | Path) -> CodeTokenizer:
         path = Path(directory) / "tokenizer.json"
         return cls(Tokenizer.from_file(str(path)))
 

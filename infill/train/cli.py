@@ -79,8 +79,12 @@ def stage_export(args) -> None:
     CodeTokenizer.load(checkpoint).save(args.to)
     state = torch.load(checkpoint / "state.pt", weights_only=True)
     params = sum(p.numel() for p in model.parameters())
-    info = {"params": params, "steps": state["step"], "tokens": state["tokens"],
-            "seconds": state.get("seconds")}
+    info = {
+        "params": params,
+        "steps": state["step"],
+        "tokens": state["tokens"],
+        "seconds": state.get("seconds"),
+    }
     (args.to / "training.json").write_text(json.dumps(info, indent=1))
     print(f"export: {params / 1e6:.2f}M params, {state['step']} steps -> {args.to}")
 
@@ -106,13 +110,19 @@ def stage_plot(args) -> None:
     print(f"plot: {args.out / 'loss.png'}")
 
 
-STAGES = {"corpus": stage_corpus, "tokenizer": stage_tokenizer, "model": stage_model,
-          "export": stage_export, "plot": stage_plot}
+STAGES = {
+    "corpus": stage_corpus,
+    "tokenizer": stage_tokenizer,
+    "model": stage_model,
+    "export": stage_export,
+    "plot": stage_plot,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="infill-train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="infill-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("stage", choices=[*STAGES, "all"])
     parser.add_argument("--out", type=Path, required=True, help="run directory")
     parser.add_argument("--to", type=Path, default=Path("infill/default_model"), help="export target")

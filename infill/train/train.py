@@ -103,7 +103,8 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     if distributed:
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     rank = dist.get_rank() if distributed else 0
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
@@ -129,7 +130,8 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr, betas=(0.9, 0.95),
+        lr=config.lr,
+        betas=(0.9, 0.95),
     )
     if "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
@@ -139,7 +141,13 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     start_step, tokens, started = state["step"], state["tokens"], time.time()
     seconds_before = state.get("seconds", 0.0)
     log = (config.out / "log.jsonl").open("a") if rank == 0 else None
-    bar = tqdm(range(start_step, config.steps), initial=start_step, total=config.steps, disable=rank != 0, desc="train")
+    bar = tqdm(
+        range(start_step, config.steps),
+        initial=start_step,
+        total=config.steps,
+        disable=rank != 0,
+        desc="train",
+    )
     step = start_step
     for step in bar:
         for group in optimizer.param_groups:
@@ -155,9 +163,13 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         done = step + 1
         out_of_time = config.minutes is not None and time.time() - started > config.minutes * 60
         if rank == 0 and (done % config.eval_every == 0 or done == config.steps or out_of_time):
-            record = {"step": done, "loss": loss.item(), "tokens": tokens,
-                      "seconds": seconds_before + time.time() - started,
-                      "lr": learning_rate(step, config)}
+            record = {
+                "step": done,
+                "loss": loss.item(),
+                "tokens": tokens,
+                "seconds": seconds_before + time.time() - started,
+                "lr": learning_rate(step, config),
+            }
             if eval_batch is not None:
                 model.eval()
                 with torch.no_grad():
@@ -167,7 +179,9 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
             log.flush()
         if rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps or out_of_time):
             seconds = seconds_before + time.time() - started
-            save_checkpoint(checkpoint, model, tok, optimizer, {"step": done, "tokens": tokens, "seconds": seconds})
+            save_checkpoint(
+                checkpoint, model, tok, optimizer, {"step": done, "tokens": tokens, "seconds": seconds}
+            )
         if out_of_time:
             break
     if distributed:

@@ -1,0 +1,92 @@
+"""The model interface the engine talks to, and the default backend that ships in the package.
+
+A `Denoiser` is anything that maps a canvas of token ids to logits and can encode/decode text;
+the sampler and the engine use nothing else, so other diffusion models (Dream, LLaDA, ...)
+plug in by implementing this Protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from infill.errors import ModelError
+from infill.model import InfillModel
+from infill.tokenizer import CodeTokenizer
+
+DEFAULT_MODEL_DIR = Path(__file__).parent / "default_model"
+
+
+class Denoiser(Protocol):
+    mask_id: int
+    null_id: int | None  # None: the model has no null token (spans are then filled exactly)
+    special_ids: frozenset[int]  # never generated (mask, padding, ...; not null)
+    context_length: int
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, L) -> logits (B, L, vocab); bidirectional: every position sees the whole canvas."""
+        ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def token_text(self, token_id: int) -> str: ...
+
+
+@dataclass
+class InfillBackend:
+    """The project's own model: `InfillModel` + `CodeTokenizer`, run on the CPU in float32."""
+
+    model: InfillModel
+    tokenizer: CodeTokenizer
+
+    @property
+    def mask_id(self) -> int:
+        return self.tokenizer.mask_id
+
+    @property
+    def null_id(self) -> int:
+        return self.tokenizer.null_id
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        t = self.tokenizer
+        return frozenset({t.pad_id, t.mask_id, t.unk_id, t.eos_id})
+
+    @property
+    def context_length(self) -> int:
+        return self.model.config.context_length
+
+    @torch.no_grad()
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids).logits.float()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.token_text(token_id)
+
+
+def load_backend(path: str | Path | None = None, threads: int | None = None) -> InfillBackend:
+    """Load a model directory (config.json, model.safetensors, tokenizer.json); default: the shipped one."""
+    directory = Path(path) if path else DEFAULT_MODEL_DIR
+    if not (directory / "model.safetensors").is_file() or not (directory / "tokenizer.json").is_file():
+        raise ModelError(f"no model in {directory} (expected config.json, model.safetensors, tokenizer.json)")
+    if threads:
+        torch.set_num_threads(threads)
+    hf_logging.disable_progress_bar()
+    try:
+        model = InfillModel.from_pretrained(directory, dtype=torch.float32, use_safetensors=True)
+        tokenizer = CodeTokenizer.load(directory)
+    except (OSError, ValueError) as error:
+        raise ModelError(f"cannot load the model in {directory}: {error}") from error
+    return InfillBackend(model.eval(), tokenizer)

@@ -1,0 +1,113 @@
+"""The infill engine: document + spans -> canvas -> sampler -> minimal edits.
+
+This is the one entry point the CLI, the language server and the benchmarks call. Spans that do
+not fit in one context window together are filled group by group (each group sees the others'
+original text as context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+
+from infill.backend import Denoiser
+from infill.canvas import Canvas, build_canvas
+from infill.document import Document
+from infill.edits import TextEdit, minimal_edit
+from infill.errors import InputError
+from infill.sampler import SamplerConfig, SampleStats, Step, sample
+from infill.spans import Span, validate_spans
+
+
+@dataclass
+class InfillOptions:
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    budget: int | None = None  # masked positions per span; None: from the span's current length
+    context_length: int | None = None  # None: the model's own
+
+
+@dataclass
+class SpanResult:
+    span: Span
+    new_text: str  # what the model wrote for the span, in the document's line endings
+    edit: TextEdit | None  # minimal edit; None when the model reproduced the span exactly
+
+
+@dataclass
+class InfillResult:
+    spans: list[SpanResult]
+    stats: SampleStats
+
+    @property
+    def edits(self) -> list[TextEdit]:
+        return [s.edit for s in self.spans if s.edit is not None]
+
+
+def infill(
+    denoiser: Denoiser,
+    document: Document,
+    spans: Sequence[Span],
+    options: InfillOptions | None = None,
+    on_step: Callable[[Canvas, Step], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> InfillResult:
+    """Regenerate `spans` of `document`; everything outside them is fixed context."""
+    options = options or InfillOptions()
+    spans = validate_spans(document.text, spans)
+    if not spans:
+        raise InputError("nothing to fill: no span was given")
+    results: list[SpanResult] = []
+    totals: list[SampleStats] = []
+    for canvas in plan_canvases(denoiser, document.text, spans, options):
+        ids = torch.tensor([canvas.ids])
+        editable = torch.tensor([canvas.editable()])
+        step_hook = partial(on_step, canvas) if on_step else None
+        sampled = sample(denoiser, ids, editable, options.sampler, step_hook, cancelled)
+        totals.append(sampled.stats)
+        for slot in canvas.slots:
+            filled = sampled.ids[0, slot.start : slot.start + slot.length].tolist()
+            new_text = document.adapt_newlines(span_text(denoiser, filled))
+            edit = minimal_edit(document.text, slot.span.start, slot.span.end, new_text)
+            results.append(SpanResult(slot.span, new_text, edit))
+    return InfillResult(results, merge_stats(totals))
+
+
+def span_text(denoiser: Denoiser, ids: list[int]) -> str:
+    """Decode a filled slot: nulls (unused budget) and any special token are dropped."""
+    drop = set(denoiser.special_ids) | {denoiser.null_id}
+    return denoiser.decode([i for i in ids if i not in drop])
+
+
+def plan_canvases(denoiser: Denoiser, text: str, spans: list[Span], options: InfillOptions) -> list[Canvas]:
+    """One canvas for all spans when they fit in one window; else greedy runs of spans that do."""
+
+    def canvas(group: list[Span]) -> Canvas:
+        return build_canvas(denoiser, text, group, options.budget, options.context_length)
+
+    try:
+        return [canvas(spans)]
+    except InputError:
+        if len(spans) == 1:
+            raise
+    canvases, group, current = [], [spans[0]], canvas([spans[0]])
+    for span in spans[1:]:
+        try:
+            current, group = canvas(group + [span]), group + [span]
+        except InputError:
+            canvases.append(current)
+            current, group = canvas([span]), [span]
+    return canvases + [current]
+
+
+def merge_stats(parts: list[SampleStats]) -> SampleStats:
+    return SampleStats(
+        steps=sum(p.steps for p in parts),
+        forward_passes=sum(p.forward_passes for p in parts),
+        tokens=sum(p.tokens for p in parts),
+        revisions=sum(p.revisions for p in parts),
+        seconds=sum(p.seconds for p in parts),
+        converged=all(p.converged for p in parts),
+    )

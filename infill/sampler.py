@@ -1,0 +1,136 @@
+"""The diffusion sampler: turn masked span positions into tokens, a few confident ones per pass.
+
+    x = canvas with every editable position set to <mask>
+    repeat (at most `steps` passes):
+        predict every position with one bidirectional forward pass
+        re-mask committed tokens whose probability has fallen below `remask_threshold`
+        commit masked positions: each above `commit_threshold`, and at least enough of the
+            most confident ones to finish within the remaining passes
+        stop when a pass finds nothing masked and changes nothing
+
+Positions outside the editable mask are fixed context and never change. Works on a batch of
+canvases (B, L) at once, e.g. several alternatives for one request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from infill.backend import Denoiser
+from infill.errors import Cancelled
+
+
+@dataclass
+class SamplerConfig:
+    steps: int = 32  # cap on forward passes; raise it for quality, lower it for speed
+    commit_threshold: float = 0.9  # commit every masked position at least this confident
+    remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
+    max_revisions: int = 2  # per position, so that sampling always converges
+    temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
+    seed: int | None = None
+
+
+@dataclass
+class Step:
+    """What one pass did (for --show-steps, progress reports and tests)."""
+
+    index: int
+    ids: torch.Tensor  # (B, L) canvas after this step
+    committed: torch.Tensor  # (B, L) bool: positions committed in this step
+    remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
+    masked_left: int
+
+
+@dataclass
+class SampleStats:
+    steps: int
+    forward_passes: int
+    tokens: int  # editable positions filled (per canvas)
+    revisions: int  # re-maskings (self-corrections) over the whole run
+    seconds: float
+    converged: bool  # False: stopped by the step cap
+
+
+@dataclass
+class SampleResult:
+    ids: torch.Tensor  # (B, L)
+    confidence: torch.Tensor  # (B, L) the model's probability of each final token (1 on context)
+    stats: SampleStats
+
+
+def sample(
+    denoiser: Denoiser,
+    canvas: torch.Tensor,
+    editable: torch.Tensor,
+    config: SamplerConfig,
+    on_step: Callable[[Step], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> SampleResult:
+    """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids)."""
+    started = time.perf_counter()
+    generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+    x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
+    revisions = torch.zeros_like(canvas)
+    confidence = torch.ones(canvas.shape)
+    total_revisions, passes, converged = 0, 0, False
+    for step in range(config.steps):
+        if cancelled is not None and cancelled():
+            raise Cancelled("sampling cancelled")
+        probs = token_probabilities(denoiser, x)
+        passes += 1
+        masked = editable & (x == denoiser.mask_id)
+        last = step == config.steps - 1
+
+        # Self-correction: committed tokens the model no longer believes in go back to <mask>.
+        current = probs.gather(-1, x.unsqueeze(-1)).squeeze(-1)
+        remask = editable & ~masked & (current < config.remask_threshold)
+        remask &= (revisions < config.max_revisions) & (not last)
+
+        # Commit: everything confident, and at least enough to finish in the passes left.
+        predicted = pick_tokens(probs, config.temperature, generator)
+        predicted_p = probs.gather(-1, predicted.unsqueeze(-1)).squeeze(-1)
+        score = torch.where(masked, predicted_p, torch.tensor(-1.0))
+        quota = torch.ceil(masked.sum(1) / (config.steps - step)).long()  # (B,)
+        rank = score.argsort(dim=1, descending=True).argsort(dim=1)
+        commit = masked & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
+
+        x = torch.where(commit, predicted, x)
+        x = torch.where(remask, torch.full_like(x, denoiser.mask_id), x)
+        confidence = torch.where(commit, predicted_p, torch.where(editable & ~remask, current, confidence))
+        revisions += remask.long()
+        total_revisions += int(remask.sum())
+        if on_step is not None:
+            masked_left = int((editable & (x == denoiser.mask_id)).sum())
+            on_step(Step(step, x.clone(), commit, remask, masked_left))
+        if not masked.any() and not remask.any():
+            converged = True  # this pass found everything committed and changed nothing
+            break
+    stats = SampleStats(
+        steps=passes,
+        forward_passes=passes,
+        tokens=int(editable[0].sum()),
+        revisions=total_revisions,
+        seconds=time.perf_counter() - started,
+        converged=converged,
+    )
+    return SampleResult(x, confidence, stats)
+
+
+def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the vocabulary with special tokens (mask, padding...) ruled out."""
+    logits = denoiser.logits(x).float()
+    logits[..., list(denoiser.special_ids)] = float("-inf")
+    return torch.softmax(logits, dim=-1)
+
+
+def pick_tokens(probs: torch.Tensor, temperature: float, generator) -> torch.Tensor:
+    """Temperature 0: the most likely token; otherwise a sample from the tempered distribution."""
+    if temperature <= 0:
+        return probs.argmax(-1)
+    scaled = probs.clamp_min(1e-12).log() / temperature
+    flat = torch.softmax(scaled, dim=-1).view(-1, probs.size(-1))
+    return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])

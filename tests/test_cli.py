@@ -1,0 +1,151 @@
+"""The `infill` command: the shipped model through the real CLI, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from unidiff import PatchSet
+
+from infill.backend import DEFAULT_MODEL_DIR
+from infill.cli import EXIT_INPUT, main
+
+SOURCE = '''import math
+
+
+def circle_area(radius):
+    """Area of a circle."""
+    return math.pi * radius ** 2
+
+
+def mean(values):
+    total = 0
+    for value in values:
+        total += value
+    return total / len(values)
+
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+
+    def increment(self, step=1):
+        self.count += step
+        return self.count
+'''
+
+LEAKS = ("<mask>", "<null>", "<pad>", "<unk>", "<eos>", "░")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "infill.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def changed_line_numbers(diff: str) -> tuple[set[int], set[int]]:
+    """(removed source line numbers, added target line numbers) of a unified diff."""
+    removed, added = set(), set()
+    for patched in PatchSet(diff):
+        for hunk in patched:
+            for line in hunk:
+                if line.is_removed:
+                    removed.add(line.source_line_no)
+                elif line.is_added:
+                    added.add(line.target_line_no)
+    return removed, added
+
+
+def test_default_model_is_shipped_as_safetensors():
+    files = {p.name for p in DEFAULT_MODEL_DIR.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= files
+    assert not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
+    total = sum(p.stat().st_size for p in DEFAULT_MODEL_DIR.iterdir())
+    assert total < 64 * 1024 * 1024
+
+
+def test_shipped_model_fills_lines_through_the_cli(tmp_path: Path):
+    path = tmp_path / "sample.py"
+    path.write_text(SOURCE)
+    before = path.read_bytes()
+    done = run_cli(str(path), "--lines", "11-12", "--stats")
+    assert done.returncode == 0, done.stderr
+    assert path.read_bytes() == before  # a diff is printed, the file is not touched
+    for leak in LEAKS:
+        assert leak not in done.stdout
+    assert "forward passes" in done.stderr
+    if done.stdout:  # the model may reproduce the lines exactly; then there is no diff
+        removed, added = changed_line_numbers(done.stdout)
+        assert removed <= {11, 12}
+        new_lines = len(added)
+        assert added <= set(range(11, 11 + max(new_lines, 2) + 1))
+        # Applying the diff changes nothing outside the span: lines 1-10 and the last 10 lines.
+        patched = PatchSet(done.stdout)[0]
+        assert all(h.source_start >= 8 for h in patched)
+
+
+def test_write_keeps_bytes_outside_the_span_crlf_and_bom(tmp_path: Path):
+    path = tmp_path / "crlf.py"
+    data = b"\xef\xbb\xbf" + SOURCE.replace("\n", "\r\n").encode()
+    path.write_bytes(data)
+    lines = data.split(b"\r\n")
+    prefix = b"\r\n".join(lines[:5]) + b"\r\n"  # lines 1-5
+    suffix = b"\r\n" + b"\r\n".join(lines[6:])  # from the end of line 6 on
+    done = run_cli(str(path), "--lines", "6", "--write", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    after = path.read_bytes()
+    assert after.startswith(prefix) and after.endswith(suffix)
+    middle = after[len(prefix) : len(after) - len(suffix)]
+    assert b"\n" not in middle.replace(b"\r\n", b"") and b"\r" not in middle.replace(b"\r\n", b"")
+    for leak in LEAKS:
+        assert leak.encode() not in after
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
+    path = tmp_path / "node.py"
+    path.write_text(SOURCE)
+    done = run_cli(str(path), "--node", "body:mean", "--json", "--show-steps", "--steps", "12")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    body_start = SOURCE.index("    total = 0")
+    body_end = SOURCE.index("len(values)") + len("len(values)")
+    for edit in report["edits"]:
+        assert body_start <= edit["start"] <= edit["end"] <= body_end
+    assert report["stats"]["forward_passes"] <= 12
+    assert "--- step 1:" in done.stderr
+    assert done.stderr.count("--- step ") == report["stats"]["steps"]
+
+
+# Bad input: a clear message, exit code 2, the file untouched. These never load the model.
+
+
+@pytest.mark.parametrize(
+    "content, args, message",
+    [
+        (b"\x00\x01binary\x00", ["--lines", "1"], "binary"),
+        (b"x = 1\n\xff\xfe = 2\n", ["--lines", "1"], "UTF-8"),
+        (SOURCE.encode(), ["--lines", "40-41"], "past the end"),
+        (SOURCE.encode(), ["--lines", "3-6", "--lines", "5-8"], "overlap"),
+        (b"", ["--lines", "1"], "empty"),
+        (SOURCE.encode(), [], "--lines"),
+        (SOURCE.encode(), ["--node", "function:nothing_here"], "nothing_here"),
+    ],
+)
+def test_bad_input_is_refused_and_changes_nothing(tmp_path, capsys, content, args, message):
+    path = tmp_path / "bad.py"
+    path.write_bytes(content)
+    stat = path.stat()
+    code = main([str(path), *args, "--write"])
+    assert code == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("infill: error:") and message.lower() in err.lower()
+    assert path.read_bytes() == content and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_missing_file_is_bad_input(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.py"), "--lines", "1"]) == EXIT_INPUT
+    assert "nope.py" in capsys.readouterr().err
