@@ -70,7 +70,7 @@ def build_canvas(
     ids: list[int] = list(segments[0])
     slots: list[Slot] = []
     for span, original, segment in zip(spans, originals, segments[1:]):
-        length = budget or default_budget(len(original), context_length)
+        length = budget if budget is not None else default_budget(len(original), context_length)
         slots.append(Slot(span, len(ids), length))
         ids += [denoiser.mask_id] * length + segment
     return window(Canvas(ids, slots), context_length)

@@ -73,14 +73,7 @@ def parse_spans(text: str, args: argparse.Namespace) -> list[Span]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.steps < 1:
-        raise InputError("--steps must be at least 1")
-    if args.budget is not None and args.budget < 1:
-        raise InputError("--budget must be at least 1")
-    document = load_document(args.file)
-    spans = parse_spans(document.text, args)
-    backend = load_backend(args.model, threads=args.threads)
-    options = InfillOptions(
+    options = InfillOptions(  # validates the numbers before anything is loaded
         sampler=SamplerConfig(
             steps=args.steps,
             commit_threshold=args.commit_threshold,
@@ -90,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
         ),
         budget=args.budget,
     )
+    document = load_document(args.file)
+    spans = parse_spans(document.text, args)
+    backend = load_backend(args.model, threads=args.threads)
     show = StepPrinter(backend) if args.show_steps else None
     result = infill(backend, document, spans, options, on_step=show)
     new_text = apply_edits(document.text, result.edits)

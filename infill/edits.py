@@ -85,6 +85,7 @@ def unified_diff(old: str, new: str, path: str) -> str:
     """
     if old == new:
         return ""
+    path = path.replace("\\", "/").lstrip("/")  # "a//tmp/x.py" is not a path patch tools accept
     diff_lines = difflib.unified_diff(
         _split_lines(old), _split_lines(new), fromfile=f"a/{path}", tofile=f"b/{path}", n=3
     )

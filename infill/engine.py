@@ -28,6 +28,12 @@ class InfillOptions:
     budget: int | None = None  # masked positions per span; None: from the span's current length
     context_length: int | None = None  # None: the model's own
 
+    def __post_init__(self) -> None:
+        if self.budget is not None and self.budget < 1:
+            raise InputError(f"budget must be at least 1 (got {self.budget})")
+        if self.context_length is not None and self.context_length < 8:
+            raise InputError(f"context_length must be at least 8 (got {self.context_length})")
+
 
 @dataclass
 class SpanResult:

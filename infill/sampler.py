@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from infill.backend import Denoiser
-from infill.errors import Cancelled
+from infill.errors import Cancelled, InputError
 
 
 @dataclass
@@ -32,6 +32,17 @@ class SamplerConfig:
     max_revisions: int = 2  # per position, so that sampling always converges
     temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise InputError(f"steps must be at least 1 (got {self.steps})")
+        if self.temperature < 0:
+            raise InputError(f"temperature must be 0 or more (got {self.temperature})")
+        for name in ("commit_threshold", "remask_threshold"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+        if self.max_revisions < 0:
+            raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
 
 
 @dataclass
@@ -87,8 +98,9 @@ def sample(
 
         # Self-correction: committed tokens the model no longer believes in go back to <mask>.
         current = probs.gather(-1, x.unsqueeze(-1)).squeeze(-1)
-        remask = editable & ~masked & (current < config.remask_threshold)
-        remask &= (revisions < config.max_revisions) & (not last)
+        disbelieved = editable & ~masked & (current < config.remask_threshold)
+        disbelieved &= revisions < config.max_revisions
+        remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
 
         # Commit: everything confident, and at least enough to finish in the passes left.
         predicted = pick_tokens(probs, config.temperature, generator)
@@ -106,8 +118,8 @@ def sample(
         if on_step is not None:
             masked_left = int((editable & (x == denoiser.mask_id)).sum())
             on_step(Step(step, x.clone(), commit, remask, masked_left))
-        if not masked.any() and not remask.any():
-            converged = True  # this pass found everything committed and changed nothing
+        if not masked.any() and not disbelieved.any():
+            converged = True  # this pass found everything committed and believed all of it
             break
     stats = SampleStats(
         steps=passes,
@@ -131,6 +143,7 @@ def pick_tokens(probs: torch.Tensor, temperature: float, generator) -> torch.Ten
     """Temperature 0: the most likely token; otherwise a sample from the tempered distribution."""
     if temperature <= 0:
         return probs.argmax(-1)
-    scaled = probs.clamp_min(1e-12).log() / temperature
+    # Ruled-out tokens (probability 0) stay ruled out however high the temperature.
+    scaled = torch.where(probs > 0, probs.log() / temperature, torch.tensor(float("-inf")))
     flat = torch.softmax(scaled, dim=-1).view(-1, probs.size(-1))
     return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])

@@ -88,7 +88,7 @@ class OracleDenoiser:
         so the wrong token, if committed, gets a probability near 0.
     disbelieve: at every committed position, predict some token other than the one there, so
         the committed token always looks improbable.
-    favour: token ids given an overwhelming logit everywhere (e.g. mask and pad).
+    favour: token ids given an overwhelming logit everywhere (e.g. mask and pad), the first most.
     """
 
     def __init__(
@@ -185,9 +185,11 @@ class OracleDenoiser:
 
         confidence = torch.as_tensor(self.confidence, dtype=torch.float64).expand(B, L)
         logits = torch.zeros(B, L, vocab, dtype=torch.float32)
-        logits.scatter_(-1, predicted.unsqueeze(-1), peak_logit(confidence, self.allowed).float().unsqueeze(-1))
-        if self.favour:
-            logits[..., self.favour] = 1000.0
+        logits.scatter_(
+            -1, predicted.unsqueeze(-1), peak_logit(confidence, self.allowed).float().unsqueeze(-1)
+        )
+        for rank, token in enumerate(self.favour):
+            logits[..., token] = 1000.0 - rank  # the first one most of all
         return logits
 
     # ------------------------------------------------------------------ helpers
@@ -200,7 +202,9 @@ class OracleDenoiser:
     def alternative(self, targets: torch.Tensor) -> torch.Tensor:
         """Some ordinary token different from each target (for `disbelieve`)."""
         first, second = sorted(set(range(self.tokenizer.vocab_size)) - self.special_ids)[:2]
-        return torch.where(targets == first, torch.full_like(targets, second), torch.full_like(targets, first))
+        return torch.where(
+            targets == first, torch.full_like(targets, second), torch.full_like(targets, first)
+        )
 
     def target_for(self, row: int, x: torch.Tensor) -> torch.Tensor:
         if not self.candidates:
@@ -236,4 +240,3 @@ def make_oracle(tiny_tokenizer: CodeTokenizer) -> Callable[..., OracleDenoiser]:
 def oracle_for_canvases(tiny_tokenizer: CodeTokenizer) -> Callable[..., OracleDenoiser]:
     """`oracle_for_canvases([(canvas, [slot answer ids, ...]), ...], **options)`."""
     return partial(OracleDenoiser.for_canvases, tiny_tokenizer)
-

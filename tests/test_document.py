@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infill.document import (
@@ -21,6 +21,10 @@ from infill.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
 
+# Property tests: no per-example deadline and no "too slow" health check, which only measure
+# how busy the machine is.
+PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
 # Pieces that make line endings, tabs and multi-byte characters frequent.
 PIECES = ["a", "x = 1", " ", "\t", "\n", "\r\n", "\r", "é", "日本", "😀", "\ufeff", "\u2028"]
 
@@ -30,7 +34,7 @@ texts = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(PROPERTY, max_examples=300)
 @given(text=texts, bom=st.booleans())
 def test_bytes_round_trip_through_document(text: str, bom: bool) -> None:
     data = (BOM if bom else b"") + text.encode("utf-8")
@@ -91,7 +95,7 @@ def test_adapt_newlines() -> None:
     assert lf.adapt_newlines("lone\rcr") == "lone\rcr"
 
 
-@settings(max_examples=100, deadline=None)
+@settings(PROPERTY, max_examples=100)
 @given(generated=texts)
 def test_adapt_newlines_to_crlf_leaves_no_bare_lf(generated: str) -> None:
     crlf = Document(text="", bom=False, newline="\r\n")

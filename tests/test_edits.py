@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import unidiff
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infill.edits import (
@@ -30,15 +30,17 @@ CONTENT_PIECES = ["a", "b", " ", "\t", "é", "😀", "\r"]
 
 Span = tuple[int, int]
 
+# Property tests: no per-example deadline and no "too slow" health check, which only measure
+# how busy the machine is.
+PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
 
 def joined(pieces: list[str], max_size: int) -> st.SearchStrategy[str]:
     return st.lists(st.sampled_from(pieces), max_size=max_size).map("".join)
 
 
 @st.composite
-def spans_and_replacements(
-    draw: st.DrawFn, text: str, pieces: list[str] = PIECES
-) -> list[tuple[Span, str]]:
+def spans_and_replacements(draw: st.DrawFn, text: str, pieces: list[str] = PIECES) -> list[tuple[Span, str]]:
     """Non-overlapping (possibly touching or empty) spans, each with a replacement.
 
     Half of the replacements are variations of the replaced text, so that trimming matters.
@@ -58,9 +60,7 @@ def spans_and_replacements(
 
 
 @st.composite
-def text_with_replacements(
-    draw: st.DrawFn, pieces: list[str] = PIECES
-) -> tuple[str, list[tuple[Span, str]]]:
+def text_with_replacements(draw: st.DrawFn, pieces: list[str] = PIECES) -> tuple[str, list[tuple[Span, str]]]:
     text = draw(joined(pieces, 30))
     return text, draw(spans_and_replacements(text, pieces))
 
@@ -107,7 +107,7 @@ def split_lines(text: str) -> list[str]:
 # --- minimal_edit and apply_edits ------------------------------------------------------------
 
 
-@settings(max_examples=400, deadline=None)
+@settings(PROPERTY, max_examples=400)
 @given(case=text_with_replacements())
 def test_minimal_edits_equal_naive_replacement(case: tuple[str, list[tuple[Span, str]]]) -> None:
     text, replacements = case
@@ -126,7 +126,7 @@ def test_minimal_edits_equal_naive_replacement(case: tuple[str, list[tuple[Span,
     assert expected[previous_end + shift :].encode() == text[previous_end:].encode()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(PROPERTY, max_examples=400)
 @given(case=text_with_replacements())
 def test_each_minimal_edit_is_inside_its_span_and_minimal(
     case: tuple[str, list[tuple[Span, str]]],
@@ -234,9 +234,7 @@ def test_apply_edits_keeps_order_of_insertions_at_one_offset() -> None:
     assert apply_edits("ab", [TextEdit(1, 1, "X"), TextEdit(1, 1, "Y")]) == "aXYb"
     assert apply_edits("ab", [TextEdit(1, 1, "Y"), TextEdit(1, 1, "X")]) == "aYXb"
     # Touching edits are not overlapping.
-    assert apply_edits("abcd", [TextEdit(2, 4, "Z"), TextEdit(0, 2, "Y"), TextEdit(2, 2, "-")]) == (
-        "Y-Z"
-    )
+    assert apply_edits("abcd", [TextEdit(2, 4, "Z"), TextEdit(0, 2, "Y"), TextEdit(2, 2, "-")]) == ("Y-Z")
 
 
 def test_apply_edits_rejects_overlap_and_out_of_range() -> None:
@@ -324,7 +322,7 @@ def test_unified_diff_keeps_crlf_and_does_not_split_on_form_feed() -> None:
     assert diff.endswith(" a\r\n-b\x0cc\r\n+B\x0cc\r\n")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(PROPERTY, max_examples=300)
 @given(case=text_with_replacements(DIFF_PIECES))
 def test_unified_diff_parses_and_applies(case: tuple[str, list[tuple[Span, str]]]) -> None:
     old, replacements = case
@@ -341,7 +339,7 @@ def test_unified_diff_parses_and_applies(case: tuple[str, list[tuple[Span, str]]
     assert apply_patch(old, patched_file) == new
 
 
-@settings(max_examples=300, deadline=None)
+@settings(PROPERTY, max_examples=300)
 @given(case=distinct_lines_with_replacements())
 def test_unified_diff_reports_exactly_the_changed_lines(
     case: tuple[str, list[tuple[Span, str]]],

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,3 +137,33 @@ def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_token
     backend = load_backend(export)
     assert backend.context_length == 64
     assert backend.model.embed.weight.dtype == torch.float32  # shipped as fp16, run as fp32
+
+
+def test_the_same_training_runs_under_torchrun_with_two_processes(tmp_path, source_root, tiny_tokenizer):
+    """`infill-train model` unchanged under torchrun: DistributedDataParallel, 2 CPU processes (gloo)."""
+    run = tmp_path / "run"
+    build_corpus(run, roots=[source_root])
+    tiny_tokenizer.save(run)
+    seq_len, batch, steps = 64, 4, 3
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
+        "--master-addr=127.0.0.1", f"--master-port={free_port()}",
+        "-m", "infill.train.cli", "model", "--out", str(run), "--seq-len", str(seq_len),
+        "--batch-size", str(batch), "--steps", str(steps), "--hidden", "32", "--layers", "2",
+        "--heads", "2", "--threads", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = torch.load(run / "checkpoint" / "state.pt", weights_only=True)
+    assert state["step"] == steps
+    # Tokens count both ranks' batches: more than one process alone could have seen.
+    assert state["tokens"] > steps * batch * seq_len
+    logged = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged] == [steps]  # rank 0 alone logs
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

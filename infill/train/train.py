@@ -123,9 +123,10 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         model_config = InfillConfig(vocab_size=tok.vocab_size, context_length=config.seq_len, **config.model)
         model = InfillModel(model_config)
     model.to(device).train()
-    objective = DiffusionLoss(model)
+    plain_objective = DiffusionLoss(model)  # for evaluation: no collective calls on one rank
+    objective = plain_objective
     if distributed:
-        objective = torch.nn.parallel.DistributedDataParallel(objective)
+        objective = torch.nn.parallel.DistributedDataParallel(plain_objective)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
@@ -162,6 +163,10 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         bar.set_postfix(loss=f"{loss.item():.3f}")
         done = step + 1
         out_of_time = config.minutes is not None and time.time() - started > config.minutes * 60
+        if distributed:  # every rank must stop at the same step, or the others wait forever
+            flag = torch.tensor(float(out_of_time), device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            out_of_time = bool(flag.item())
         if rank == 0 and (done % config.eval_every == 0 or done == config.steps or out_of_time):
             record = {
                 "step": done,
@@ -173,7 +178,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
             if eval_batch is not None:
                 model.eval()
                 with torch.no_grad():
-                    record["heldout_loss"] = objective(**eval_batch).item()
+                    record["heldout_loss"] = plain_objective(**eval_batch).item()
                 model.train()
             log.write(json.dumps(record) + "\n")
             log.flush()

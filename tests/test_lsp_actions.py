@@ -1,0 +1,167 @@
+"""Code actions as plain functions: listing (no model) and resolving (with a fake denoiser)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infill.edits import TextEdit, apply_edits
+from infill.errors import Cancelled, InputError
+from lsp_server.actions import (
+    NODE_KIND,
+    SELECTION_KIND,
+    ActionData,
+    code_actions,
+    kind_allowed,
+    node_at_cursor,
+    resolve,
+)
+from lsp_server.positions import position_to_offset
+
+URI = "file:///work/example.py"
+
+SOURCE = (
+    "# Café ☕ and 🐍\r\n"
+    "import math\r\n"
+    "\r\n"
+    "def area(radius):\r\n"
+    '    """Area of a circle 🙂."""\r\n'
+    "    return math.pi * radius ** 2\r\n"
+    "\r\n"
+    "def mean(values):\r\n"
+    '    tag = "🐍"; total = sum(values)\r\n'
+    "    return total / len(values)\r\n"
+)
+
+
+class ConstantDenoiser:
+    """Predicts one character everywhere: a fill becomes that character repeated (no nulls)."""
+
+    mask_id, null_id, special_ids, context_length = 1, 2, frozenset({0, 1, 3, 4}), 512
+
+    def __init__(self, char: str = "x") -> None:
+        self.vocab: dict[str, int] = {}
+        self.chars: dict[int, str] = {}
+        self.char_id = self.encode(char)[0]
+
+    def encode(self, text: str) -> list[int]:
+        for char in text:
+            if char not in self.vocab:
+                self.vocab[char] = 5 + len(self.vocab)
+                self.chars[self.vocab[char]] = char
+        return [self.vocab[char] for char in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] for i in ids)
+
+    def token_text(self, token_id: int) -> str:
+        return self.chars.get(token_id, "?")
+
+    def logits(self, ids):
+        import torch
+
+        logits = torch.full((*ids.shape, 128), -10.0)
+        logits[..., self.char_id] = 10.0
+        return logits
+
+
+def offset_of(needle: str, nth: int = 0) -> int:
+    offset = -1
+    for _ in range(nth + 1):
+        offset = SOURCE.index(needle, offset + 1)
+    return offset
+
+
+def test_cursor_offers_the_smallest_node_without_any_edit():
+    cursor = offset_of("radius ** 2")
+    [action] = code_actions(URI, 7, SOURCE, cursor, cursor)
+    assert action.kind == NODE_KIND
+    assert action.title == "Infill: fill expression on line 6"
+    assert action.edit is None and action.command is None
+    data = ActionData.from_json(action.data)
+    assert data == ActionData(URI, 7, "expression", cursor, cursor + len("radius"))
+
+
+def test_selection_offers_fill_selection_and_the_node_around_it():
+    start, end = offset_of("math.pi"), offset_of(" ** 2") + len(" ** 2")
+    selection, node = code_actions(URI, 1, SOURCE, start, end)
+    assert (selection.title, selection.kind) == ("Infill: fill selection", SELECTION_KIND)
+    assert ActionData.from_json(selection.data) == ActionData(URI, 1, "selection", start, end)
+    assert node.title == "Infill: fill statement on line 6"
+    node_data = ActionData.from_json(node.data)
+    assert SOURCE[node_data.start : node_data.end] == "    return math.pi * radius ** 2"
+
+
+def test_a_selection_that_is_a_node_is_offered_once():
+    start = offset_of("radius ** 2")
+    assert [a.kind for a in code_actions(URI, 1, SOURCE, start, start + len("radius"))] == [SELECTION_KIND]
+
+
+def test_body_and_nothing():
+    body = node_at_cursor(SOURCE, offset_of('"""Area') - 2)
+    assert body is not None and body[1] in ("body", "statement")
+    assert node_at_cursor("\n\n\n", 1) is None
+    assert code_actions(URI, 1, "\n\n\n", 1, 1) == []
+
+
+def test_context_only_filters_kinds():
+    start, end = offset_of("math.pi"), offset_of("math.pi") + 4
+    assert kind_allowed(SELECTION_KIND, ["refactor"]) and kind_allowed(NODE_KIND, ["refactor.rewrite"])
+    assert not kind_allowed(SELECTION_KIND, ["quickfix", "refactor.extract"])
+    assert [a.kind for a in code_actions(URI, 1, SOURCE, start, end, only=[SELECTION_KIND])] == [
+        SELECTION_KIND
+    ]
+    assert code_actions(URI, 1, SOURCE, start, end, only=["quickfix"]) == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, "x", {"uri": URI}, {"uri": URI, "version": 1, "kind": "everything", "start": 0, "end": 1}]
+    + [{"uri": URI, "version": 1, "kind": "selection", "start": 5, "end": 2}],
+)
+def test_foreign_action_data_is_an_input_error(data):
+    with pytest.raises(InputError):
+        ActionData.from_json(data)
+
+
+def test_resolve_returns_a_versioned_edit_inside_the_span():
+    start, end = offset_of("sum(values)"), offset_of("sum(values)") + len("sum(values)")
+    data = ActionData(URI, 12, "selection", start, end)
+    steps = []
+    edit = resolve(ConstantDenoiser(), SOURCE, data, on_step=lambda canvas, step: steps.append(step.index))
+    assert steps and steps[0] == 0
+    [document_edit] = edit.document_changes
+    assert document_edit.text_document.uri == URI and document_edit.text_document.version == 12
+    [lsp_edit] = document_edit.edits
+    # UTF-16: '    tag = "🐍"; total = ' is 23 code points but 24 UTF-16 units.
+    assert lsp_edit.range.start.line == 8 and lsp_edit.range.start.character == 24
+    edit_start = position_to_offset(SOURCE, lsp_edit.range.start)
+    edit_end = position_to_offset(SOURCE, lsp_edit.range.end)
+    assert start <= edit_start <= edit_end <= end
+    result = apply_edits(SOURCE, [TextEdit(edit_start, edit_end, lsp_edit.new_text)])
+    assert result.startswith(SOURCE[:start]) and result.endswith(SOURCE[end:])
+    assert set(result[start : len(result) - (len(SOURCE) - end)]) == {"x"}
+
+
+def test_resolve_without_document_changes_uses_changes():
+    data = ActionData(URI, 3, "selection", offset_of("math.pi"), offset_of("math.pi") + 7)
+    edit = resolve(ConstantDenoiser(), SOURCE, data, document_changes=False)
+    assert edit.document_changes is None and list(edit.changes) == [URI]
+
+
+def test_resolve_stops_when_cancelled():
+    data = ActionData(URI, 3, "selection", offset_of("math.pi"), offset_of("math.pi") + 7)
+    steps = []
+    with pytest.raises(Cancelled):
+        resolve(
+            ConstantDenoiser(),
+            SOURCE,
+            data,
+            on_step=lambda canvas, step: steps.append(step.index),
+            cancelled=lambda: len(steps) >= 1,  # the fake would converge in 2 steps
+        )
+    assert steps == [0]
+
+
+def test_resolve_rejects_data_past_the_end():
+    with pytest.raises(InputError, match="has only"):
+        resolve(ConstantDenoiser(), "x = 1\n", ActionData(URI, 1, "selection", 2, 40))

@@ -1,0 +1,397 @@
+"""infill-lsp end to end: a real server process over stdio, driven by pytest-lsp.
+
+The server runs a tiny randomly initialised model (built once per session in a temp dir), so the
+fills are gibberish; what is checked is the protocol: actions, versioned edits that touch only
+the span, progress, cancellation, stale versions and errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import sys
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+import infill
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server.server"])
+CONTENT_MODIFIED, REQUEST_FAILED = -32801, -32803
+PY_URI = "file:///project/example.py"
+
+SOURCE = (
+    "# Café ☕ and 🐍\r\n"
+    "import math\r\n"
+    "\r\n"
+    "def area(radius):\r\n"
+    '    """Area of a circle 🙂."""\r\n'
+    "    return math.pi * radius ** 2\r\n"
+    "\r\n"
+    "def mean(values):\r\n"
+    '    tag = "🐍"; total = sum(values)\r\n'
+    "    return total / len(values)\r\n"
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> pathlib.Path:
+    """A randomly initialised InfillModel (hidden 32, 2 layers) and a 300-token tokenizer."""
+    import torch
+
+    from infill.model import InfillConfig, InfillModel
+    from infill.tokenizer import train_tokenizer
+
+    package = pathlib.Path(infill.__file__).parent
+    texts = [(package / name).read_text(encoding="utf-8") for name in ("edits.py", "document.py")]
+    tokenizer = train_tokenizer(texts, vocab_size=300)
+    torch.manual_seed(0)
+    config = InfillConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2, context_length=128
+    )
+    directory = tmp_path_factory.mktemp("tiny-model")
+    InfillModel(config).save_pretrained(directory)
+    tokenizer.save(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def slow_model(tiny_model, tmp_path_factory) -> pathlib.Path:
+    """Bigger (hidden 128, 4 layers, context 512): a long fill runs ~1 s, long enough to interrupt."""
+    import torch
+
+    from infill.model import InfillConfig, InfillModel
+    from infill.tokenizer import CodeTokenizer
+
+    tokenizer = CodeTokenizer.load(tiny_model)
+    torch.manual_seed(0)
+    config = InfillConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=128, num_layers=4, num_heads=4, context_length=512
+    )
+    directory = tmp_path_factory.mktemp("slow-model")
+    InfillModel(config).save_pretrained(directory)
+    tokenizer.save(directory)
+    return directory
+
+
+def initialize_params(capabilities: str | types.ClientCapabilities, options: dict) -> types.InitializeParams:
+    if isinstance(capabilities, str):
+        capabilities = client_capabilities(capabilities)
+    return types.InitializeParams(capabilities=capabilities, initialization_options=options)
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def client(lsp_client: LanguageClient, tiny_model):
+    options = {"modelPath": str(tiny_model), "threads": 1, "steps": 16}
+    lsp_client.initialize_result = await lsp_client.initialize_session(
+        initialize_params("visual-studio-code", options)
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def slow_client(lsp_client: LanguageClient, slow_model):
+    options = {"modelPath": str(slow_model), "threads": 1, "steps": 60}
+    await lsp_client.initialize_session(initialize_params("visual-studio-code", options))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=SERVER, loop_scope="module")
+async def broken_client(lsp_client: LanguageClient, tmp_path):
+    options = {"modelPath": str(tmp_path / "no-model-here"), "threads": 1}
+    await lsp_client.initialize_session(initialize_params("visual-studio-code", options))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=SERVER, loop_scope="module")
+async def lsp_client_utf8(lsp_client: LanguageClient):
+    """A client that prefers UTF-8 positions; only lists actions (no model is loaded)."""
+    capabilities = client_capabilities("visual-studio-code")
+    capabilities.general.position_encodings = [
+        types.PositionEncodingKind.Utf8,
+        types.PositionEncodingKind.Utf16,
+    ]
+    lsp_client.initialize_result = await lsp_client.initialize_session(initialize_params(capabilities, {}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def utf16_position(text: str, offset: int) -> types.Position:
+    """Independent of lsp_server.positions: the text here has CRLF line ends only."""
+    before = text[:offset]
+    line = before.count("\r\n")
+    column_text = before[before.rfind("\r\n") + 2 :] if line else before
+    return types.Position(line=line, character=len(column_text.encode("utf-16-le")) // 2)
+
+
+def apply_utf16(text: str, edits) -> str:
+    """Apply LSP text edits as a UTF-16 client does."""
+    lines = text.split("\r\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len((line + "\r\n").encode("utf-16-le")) // 2)
+    data = text.encode("utf-16-le")
+    ordered = sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True)
+    for edit in ordered:
+        a = starts[edit.range.start.line] + edit.range.start.character
+        b = starts[edit.range.end.line] + edit.range.end.character
+        data = data[: 2 * a] + edit.new_text.encode("utf-16-le") + data[2 * b :]
+    return data.decode("utf-16-le")
+
+
+def open_document(client: LanguageClient, uri: str, text: str = SOURCE, language: str = "python") -> None:
+    item = types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+
+
+def change_document(client: LanguageClient, uri: str, version: int, text: str) -> None:
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+
+
+async def list_actions(
+    client: LanguageClient, uri: str, start: types.Position, end: types.Position | None = None
+):
+    params = types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=start, end=end or start),
+        context=types.CodeActionContext(diagnostics=[]),
+    )
+    return list(await client.text_document_code_action_async(params))
+
+
+def span_of(needle: str) -> tuple[int, int]:
+    start = SOURCE.index(needle)
+    return start, start + len(needle)
+
+
+async def resolve_and_apply(client: LanguageClient, action: types.CodeAction, uri: str, version: int) -> str:
+    resolved = await client.code_action_resolve_async(action)
+    assert resolved.title == action.title and resolved.edit is not None
+    [document_edit] = resolved.edit.document_changes
+    assert document_edit.text_document.uri == uri
+    assert document_edit.text_document.version == version
+    return apply_utf16(SOURCE, document_edit.edits)
+
+
+# ------------------------------------------------------------------------------------ tests
+
+
+async def test_initialize_advertises_resolvable_fill_actions(client: LanguageClient):
+    capabilities = client.initialize_result.capabilities
+    assert capabilities.code_action_provider.resolve_provider is True
+    assert "refactor.rewrite.infill.selection" in capabilities.code_action_provider.code_action_kinds
+    assert capabilities.position_encoding == types.PositionEncodingKind.Utf16
+    assert capabilities.text_document_sync.change == types.TextDocumentSyncKind.Full
+    assert client.initialize_result.server_info.name == "infill-lsp"
+
+
+async def test_listing_is_unresolved_and_resolving_fills_only_the_selection(client: LanguageClient):
+    uri = "file:///project/selection.py"
+    open_document(client, uri)
+    start, end = span_of("sum(values)")
+    actions = await list_actions(client, uri, utf16_position(SOURCE, start), utf16_position(SOURCE, end))
+    assert [(a.title, a.kind) for a in actions] == [
+        ("Infill: fill selection", "refactor.rewrite.infill.selection"),
+        ("Infill: fill statement on line 9", "refactor.rewrite.infill.node"),
+    ]
+    assert all(a.edit is None and a.command is None for a in actions)  # nothing computed yet
+    assert actions[0].data == {"uri": uri, "version": 1, "kind": "selection", "start": start, "end": end}
+
+    filled = await resolve_and_apply(client, actions[0], uri, version=1)
+    assert filled.startswith(SOURCE[:start]) and filled.endswith(SOURCE[end:])
+
+
+async def test_fill_node_at_cursor(client: LanguageClient):
+    uri = "file:///project/node.py"
+    open_document(client, uri)
+    cursor = SOURCE.index("math.pi") + 2
+    [action] = await list_actions(client, uri, utf16_position(SOURCE, cursor))
+    assert action.kind == "refactor.rewrite.infill.node"
+    assert action.title.startswith("Infill: fill expression on line 6")
+    start, end = action.data["start"], action.data["end"]
+    assert start <= cursor <= end and "\r\n" not in SOURCE[start:end]
+
+    filled = await resolve_and_apply(client, action, uri, version=1)
+    assert filled.startswith(SOURCE[:start]) and filled.endswith(SOURCE[end:])
+
+
+async def test_progress_reports_denoising_steps(client: LanguageClient):
+    uri = "file:///project/progress.py"
+    open_document(client, uri)
+    start, end = span_of("total / len(values)")
+    before = set(client.progress_reports)
+    [selection, *_] = await list_actions(
+        client, uri, utf16_position(SOURCE, start), utf16_position(SOURCE, end)
+    )
+    await client.code_action_resolve_async(selection)
+    [token] = set(client.progress_reports) - before
+    begin, *reports, done = client.progress_reports[token]
+    assert begin.kind == "begin" and begin.title == "Infill: fill selection" and begin.cancellable
+    assert reports and all(r.kind == "report" and "denoising step" in r.message for r in reports)
+    assert reports[0].message.startswith("denoising step 1/16")
+    assert done.kind == "end" and done.message == "done"
+
+
+async def test_a_stale_action_is_refused(client: LanguageClient):
+    uri = "file:///project/stale.py"
+    open_document(client, uri)
+    start, end = span_of("math.pi * radius")
+    [selection, *_] = await list_actions(
+        client, uri, utf16_position(SOURCE, start), utf16_position(SOURCE, end)
+    )
+    change_document(client, uri, 2, "# edited meanwhile\r\n" + SOURCE)
+    with pytest.raises(JsonRpcException) as refused:
+        await client.code_action_resolve_async(selection)
+    assert refused.value.code == CONTENT_MODIFIED and "version 1 -> 2" in refused.value.message
+
+
+async def test_cancel_request_stops_the_fill_and_the_server_goes_on(client: LanguageClient):
+    uri = "file:///project/cancel.py"
+    open_document(client, uri)
+    start, end = span_of("return math.pi * radius ** 2")
+    [selection, *_] = await list_actions(
+        client, uri, utf16_position(SOURCE, start), utf16_position(SOURCE, end)
+    )
+    pending = asyncio.ensure_future(
+        client.protocol.send_request_async(types.CODE_ACTION_RESOLVE, selection, msg_id="fill-to-cancel")
+    )
+    await asyncio.sleep(0)  # the request is on its way: cancel it before the fill even starts
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="fill-to-cancel"))
+    with pytest.raises(JsonRpcRequestCancelled):
+        await pending
+    filled = await resolve_and_apply(client, selection, uri, version=1)
+    assert filled.startswith(SOURCE[:start]) and filled.endswith(SOURCE[end:])
+
+
+async def test_bad_requests_get_errors_and_the_server_keeps_answering(client: LanguageClient):
+    uri = "file:///project/bad.py"
+    open_document(client, uri)
+    open_document(client, "file:///project/notes.txt", "just some notes\r\n", language="plaintext")
+    origin = types.Position(line=0, character=0)
+
+    with pytest.raises(JsonRpcInvalidParams, match="unknown document"):
+        await list_actions(client, "file:///project/never-opened.py", origin)
+    with pytest.raises(JsonRpcInvalidParams, match="past the end"):
+        await list_actions(client, uri, origin, types.Position(line=40, character=0))
+    with pytest.raises(JsonRpcInvalidParams, match="Python only"):
+        await list_actions(client, "file:///project/notes.txt", origin)
+    foreign = types.CodeAction(title="not ours", data={"something": "else"})
+    with pytest.raises(JsonRpcInvalidParams, match="lacks"):
+        await client.code_action_resolve_async(foreign)
+    past_end = types.CodeAction(title="past the end", data={"uri": uri, "version": 1, "kind": "selection"})
+    past_end.data.update(start=5, end=10_000)
+    with pytest.raises(JsonRpcException) as failed:
+        await client.code_action_resolve_async(past_end)
+    assert failed.value.code == REQUEST_FAILED
+
+    actions = await list_actions(client, uri, types.Position(line=5, character=12))
+    assert actions and actions[0].kind == "refactor.rewrite.infill.node"
+
+
+async def test_a_model_that_cannot_load_is_shown_once_and_requests_fail(broken_client: LanguageClient):
+    open_document(broken_client, PY_URI)
+    [action] = await list_actions(broken_client, PY_URI, types.Position(line=5, character=12))
+    # Loading (importing torch) takes seconds, in the worker thread: listing still answers at once.
+    first = asyncio.ensure_future(broken_client.code_action_resolve_async(action))
+    await asyncio.sleep(0)
+    assert await list_actions(broken_client, PY_URI, types.Position(line=5, character=12))
+    assert not first.done()
+    with pytest.raises(JsonRpcException):
+        await first
+    for _ in range(2):
+        with pytest.raises(JsonRpcException) as failed:
+            await broken_client.code_action_resolve_async(action)
+        assert failed.value.code == REQUEST_FAILED and "cannot load the model" in failed.value.message
+    [shown] = broken_client.messages
+    assert shown.type == types.MessageType.Error and "no-model-here" in shown.message
+    assert await list_actions(broken_client, PY_URI, types.Position(line=5, character=12))
+
+
+async def test_a_negotiated_utf8_encoding_is_used_for_positions(lsp_client_utf8: LanguageClient):
+    result = lsp_client_utf8.initialize_result
+    assert result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
+    open_document(lsp_client_utf8, PY_URI)
+    line = '    tag = "🐍"; total = sum(values)'
+    start = line.index("sum")
+    column = len(line[:start].encode("utf-8"))  # 26 bytes; 24 in UTF-16
+    [action] = await list_actions(lsp_client_utf8, PY_URI, types.Position(line=8, character=column))
+    assert SOURCE[action.data["start"] : action.data["end"]] == "sum"
+
+
+# ------------------------------------------------------------------ fills long enough to interrupt
+
+LONG_SOURCE = (
+    "def long_function(value_0):\r\n"
+    + "".join(f"    value_{i} = compute(value_{i - 1}, {i}) * 2\r\n" for i in range(1, 12))
+    + "    return value_11\r\n"
+)
+
+
+async def start_long_fill(client: LanguageClient, uri: str, msg_id: str):
+    """Open LONG_SOURCE, list, send the resolve of the body's statements; return once it is running."""
+    item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=LONG_SOURCE)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+    [selection, *_] = await list_actions(
+        client, uri, types.Position(line=1, character=0), types.Position(line=11, character=0)
+    )
+    tokens = set(client.progress_reports)
+    pending = asyncio.ensure_future(
+        client.protocol.send_request_async(types.CODE_ACTION_RESOLVE, selection, msg_id)
+    )
+    deadline = time.monotonic() + 60
+    while not any(
+        report.kind == "report"
+        for token in set(client.progress_reports) - tokens
+        for report in client.progress_reports[token]
+    ):
+        assert time.monotonic() < deadline, "the fill never reported a step"
+        await asyncio.sleep(0.005)
+    [token] = set(client.progress_reports) - tokens
+    return pending, client.progress_reports[token]
+
+
+async def test_cancel_while_denoising_stops_at_the_next_step(slow_client: LanguageClient):
+    pending, progress = await start_long_fill(slow_client, "file:///project/long-cancel.py", "long-fill")
+    slow_client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="long-fill"))
+    with pytest.raises(JsonRpcRequestCancelled):
+        await pending
+    assert progress[-1].kind == "end" and progress[-1].message == "cancelled"
+    steps_run = sum(report.kind == "report" for report in progress)
+    assert steps_run < 60  # the cap: it did not run to the end
+    # The worker is free again: the next fill runs (and the sampler stopped, or this would wait).
+    started = len(progress)
+    actions = await list_actions(
+        slow_client, "file:///project/long-cancel.py", types.Position(line=12, character=11)
+    )
+    resolved = await slow_client.code_action_resolve_async(actions[0])
+    assert resolved.edit is not None and len(progress) == started
+
+
+async def test_an_edit_while_denoising_drops_the_result(slow_client: LanguageClient):
+    uri = "file:///project/long-edit.py"
+    pending, progress = await start_long_fill(slow_client, uri, "long-edit")
+    # The server answers while the model runs in its worker thread.
+    assert await list_actions(slow_client, uri, types.Position(line=12, character=11))
+    assert not pending.done()
+    change_document(slow_client, uri, 2, "# edited while the model ran\r\n" + LONG_SOURCE)
+    with pytest.raises(JsonRpcException) as refused:
+        await pending
+    assert refused.value.code == CONTENT_MODIFIED and "version 1 -> 2" in refused.value.message
+    assert progress[-1].kind == "end" and progress[-1].message == "done"  # it ran, then was dropped
