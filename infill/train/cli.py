@@ -64,6 +64,7 @@ def stage_model(args) -> None:
         lr=args.lr,
         minutes=args.minutes,
         threads=args.threads,
+        bf16=not args.fp32,
         model={"hidden_size": args.hidden, "num_layers": args.layers, "num_heads": args.heads},
     )
     checkpoint = train(config, tok)
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--minutes", type=float, default=None, help="wall-clock budget for this run")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--heads", type=int, default=8)

@@ -48,6 +48,7 @@ class TrainConfig:
     minutes: float | None = None  # stop (after a checkpoint) when this much wall time has passed
     threads: int | None = None
     seed: int = 0
+    bf16: bool = True  # autocast matmuls to bfloat16 (about 1.7x faster on CPUs with AVX512-BF16)
     model: dict = field(default_factory=lambda: {"hidden_size": 256, "num_layers": 6, "num_heads": 8})
     mix: MaskMix = field(default_factory=MaskMix)
 
@@ -154,7 +155,8 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
         batch = sample_batch(rng, records, weights, tok, config, device)
-        loss = objective(**batch)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+            loss = objective(**batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -177,7 +179,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
             }
             if eval_batch is not None:
                 model.eval()
-                with torch.no_grad():
+                with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
                     record["heldout_loss"] = plain_objective(**eval_batch).item()
                 model.train()
             log.write(json.dumps(record) + "\n")
