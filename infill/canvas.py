@@ -40,7 +40,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class Canvas:
-    ids: list[int]  # the window of the file the model sees; slots hold <mask>
+    ids: list[int]  # the window of the file the model sees; slots hold <mask> (or, kept, the span's text)
     slots: list[Slot]
 
     def editable(self) -> list[bool]:
@@ -60,8 +60,14 @@ def build_canvas(
     spans: Sequence[Span],
     budget: int | None = None,
     context_length: int | None = None,
+    *,
+    keep_text: bool = False,
 ) -> Canvas:
-    """Lay out `text` with `spans` (sorted, non-overlapping) masked; cut to the context window."""
+    """Lay out `text` with `spans` (sorted, non-overlapping) masked; cut to the context window.
+
+    With `keep_text` each slot holds the span's own tokens instead of masks (its length is their
+    count, `budget` is unused): the canvas on which the fix mode scores existing code.
+    """
     context_length = context_length or denoiser.context_length
     cuts = [0] + [b for s in spans for b in (s.start, s.end)] + [len(text)]
     pieces = [denoiser.encode(text[a:b].replace("\r\n", "\n")) for a, b in pairwise(cuts)]
@@ -70,6 +76,10 @@ def build_canvas(
     ids: list[int] = list(segments[0])
     slots: list[Slot] = []
     for span, original, segment in zip(spans, originals, segments[1:]):
+        if keep_text:
+            slots.append(Slot(span, len(ids), len(original)))
+            ids += original + segment
+            continue
         length = budget if budget is not None else default_budget(len(original), context_length)
         slots.append(Slot(span, len(ids), length))
         ids += [denoiser.mask_id] * length + segment

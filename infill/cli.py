@@ -4,6 +4,9 @@
     infill file.py --node body:parse --write     # apply in place (atomic)
     infill file.py --range 3:5-3:20 --json       # the edits as JSON
     infill file.py --lines 7 --show-steps        # watch the canvas denoise, step by step
+    infill file.py --lines 10-20 --fix           # re-predict only the tokens the model doubts
+    infill file.py --document                    # docstrings for functions/classes lacking one
+    infill file.py --lines 7 --alternatives 4    # 4 candidates for the span, best first
 
 Exit codes: 0 success (whether or not the model changed anything), 2 bad input (nothing
 changed), 3 the model could not be loaded or run, 130 interrupted.
@@ -16,13 +19,16 @@ import json
 import sys
 from pathlib import Path
 
+from infill.alternatives import MAX_CANDIDATES, Candidate, alternatives
 from infill.backend import load_backend
 from infill.canvas import Canvas
+from infill.docstrings import DocstringResult, add_docstrings, missing_docstrings
 from infill.document import Document, load_document, write_atomic
-from infill.edits import apply_edits, edits_to_json, unified_diff
+from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
-from infill.sampler import SamplerConfig, Step
+from infill.repair import RepairOptions, RepairResult, repair
+from infill.sampler import SamplerConfig, SampleStats, Step
 from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
 EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -41,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--node", action="append", default=[], metavar="KIND:TARGET",
                       help="a tree-sitter node: function:NAME, class:NAME, body:NAME, "
                       "docstring:NAME (NAME may be dotted, Cls.meth, or NAME@LINE), statement:LINE")
+    how = parser.add_argument_group("mode (default: regenerate the spans)").add_mutually_exclusive_group()
+    how.add_argument("--fix", action="store_true",
+                     help="repair the spans: re-predict only the tokens the model finds unlikely")
+    how.add_argument("--document", action="store_true",
+                     help="write docstrings for the functions and classes that lack one "
+                     "(all of them, or those whose header the spans select)")
+    how.add_argument("--alternatives", type=int, default=None, metavar="N",
+                     help="sample N candidates for one span in one batch; print each with its score")
     sampler = parser.add_argument_group("sampling")
     sampler.add_argument("--steps", type=int, default=SamplerConfig.steps,
                          help="cap on denoising steps (forward passes); default %(default)s")
@@ -48,8 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="masked positions per span (default: from the span's current length)")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
-    sampler.add_argument("--temperature", type=float, default=SamplerConfig.temperature)
+    sampler.add_argument("--temperature", type=float, default=None,
+                         help="0 picks the most likely token (default; 0.8 with --alternatives)")
     sampler.add_argument("--seed", type=int, default=None)
+    sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
+                         help="--fix flags tokens whose probability is below P (default %(default)s)")
     sampler.add_argument("--model", type=Path, default=None,
                          help="model directory (default: the model shipped with infill)")
     sampler.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
@@ -63,42 +80,81 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_spans(text: str, args: argparse.Namespace) -> list[Span]:
+def parse_spans(text: str, args: argparse.Namespace, required: bool = True) -> list[Span]:
     spans = [parse_lines(text, spec) for spec in args.lines]
     spans += [parse_range(text, spec) for spec in args.range]
     spans += [node_span(text, spec) for spec in args.node]
-    if not spans:
+    if not spans and required:
         raise InputError("say what to regenerate: --lines, --range or --node")
     return validate_spans(text, spans)
 
 
 def run(args: argparse.Namespace) -> int:
+    temperature = args.temperature if args.temperature is not None else SamplerConfig.temperature
     options = InfillOptions(  # validates the numbers before anything is loaded
         sampler=SamplerConfig(
             steps=args.steps,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
-            temperature=args.temperature,
+            temperature=temperature,
             seed=args.seed,
         ),
         budget=args.budget,
     )
+    repair_options = RepairOptions(options.sampler, threshold=args.fix_threshold)
+    if args.alternatives is not None:
+        if args.write:
+            raise InputError("--alternatives prints candidates to choose from; it cannot --write")
+        if not 1 <= args.alternatives <= MAX_CANDIDATES:
+            raise InputError(f"--alternatives takes a number from 1 to {MAX_CANDIDATES}")
     document = load_document(args.file)
-    spans = parse_spans(document.text, args)
+    spans = parse_spans(document.text, args, required=not args.document)
+    if args.alternatives is not None and len(spans) != 1:
+        raise InputError(f"--alternatives takes exactly one span (got {len(spans)})")
+    if args.document:
+        sites = missing_docstrings(document.text, within=spans or None)
+        if not sites:
+            where = "the selected code" if spans else "the file"
+            print(f"infill: every function and class in {where} has a docstring", file=sys.stderr)
+            empty = DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
+            output(document, [], docstring_report(document, empty), args)
+            return EXIT_OK
     backend = load_backend(args.model, threads=args.threads)
     show = StepPrinter(backend) if args.show_steps else None
-    result = infill(backend, document, spans, options, on_step=show)
-    new_text = apply_edits(document.text, result.edits)
+
+    if args.alternatives is not None:
+        candidates = alternatives(backend, document, spans[0], args.alternatives, options,
+                                  temperature=args.temperature, on_step=show)
+        print_candidates(document, candidates, args)
+        if args.stats or args.show_steps:
+            summary = f"{len(candidates)} distinct candidate(s)"
+            print(stats_line(candidates[0].stats, summary), file=sys.stderr)
+        return EXIT_OK
+    if args.fix:
+        result = repair(backend, document, spans, repair_options, on_step=show)
+        report, summary = fix_report(document, result), f"{len(result.flagged)} token(s) flagged"
+    elif args.document:
+        result = add_docstrings(backend, document, sites, options, on_step=show)
+        report, summary = docstring_report(document, result), f"{len(result.edits)} docstring(s)"
+    else:
+        result = infill(backend, document, spans, options, on_step=show)
+        report, summary = json_report(document, result), f"{len(result.spans)} span(s)"
+    output(document, result.edits, report, args)
+    if args.stats or args.show_steps:
+        print(stats_line(result.stats, summary), file=sys.stderr)
+    return EXIT_OK
+
+
+def output(document: Document, edits: list[TextEdit], report: dict, args: argparse.Namespace) -> None:
+    """The edits as a diff on stdout, applied in place (--write), or the report as JSON (--json)."""
+    new_text = apply_edits(document.text, edits)
     if args.json:
-        print(json.dumps(json_report(document, result), indent=1, ensure_ascii=False))
+        print(json.dumps(report, indent=1, ensure_ascii=False))
     elif args.write:
         if new_text != document.text:
             write_atomic(args.file, document.encode(new_text))
     else:
         sys.stdout.write(unified_diff(document.text, new_text, str(args.file)))
-    if args.stats or args.show_steps:
-        print(stats_line(result), file=sys.stderr)
-    return EXIT_OK
 
 
 def json_report(document: Document, result: InfillResult) -> dict:
@@ -111,10 +167,42 @@ def json_report(document: Document, result: InfillResult) -> dict:
     }
 
 
-def stats_line(result: InfillResult) -> str:
-    s = result.stats
+def fix_report(document: Document, result: RepairResult) -> dict:
+    return {
+        "edits": edits_to_json(document.text, result.edits),
+        "spans": [{"label": s.span.label, "start": s.span.start, "end": s.span.end,
+                   "new_text": s.new_text, "changed": bool(s.edits)} for s in result.spans],
+        "flagged": [token.__dict__ for token in result.flagged],
+        "stats": result.stats.__dict__,
+    }
+
+
+def docstring_report(document: Document, result: DocstringResult) -> dict:
+    return {
+        "edits": edits_to_json(document.text, result.edits),
+        "docstrings": [{"name": f.site.name, "line": f.site.line, "docstring": f.docstring,
+                        "reason": f.reason} for f in result.fills],
+        "stats": result.stats.__dict__,
+    }
+
+
+def print_candidates(document: Document, candidates: list[Candidate], args: argparse.Namespace) -> None:
+    """Each candidate with its score (mean log-probability): a diff each, or a JSON list."""
+    if args.json:
+        listing = [{"rank": rank, "score": c.score, "new_text": c.new_text, "changed": c.edit is not None,
+                    "edits": edits_to_json(document.text, [c.edit] if c.edit else [])}
+                   for rank, c in enumerate(candidates, 1)]
+        print(json.dumps(listing, indent=1, ensure_ascii=False))
+        return
+    for rank, c in enumerate(candidates, 1):
+        print(f"# candidate {rank} of {len(candidates)}: score {c.score:.4f} (mean log-probability)")
+        new_text = apply_edits(document.text, [c.edit] if c.edit else [])
+        sys.stdout.write(unified_diff(document.text, new_text, str(args.file)) or "# (the span as it is)\n")
+
+
+def stats_line(s: SampleStats, summary: str) -> str:
     how = "converged" if s.converged else "stopped at the step cap"
-    return (f"infill: {len(result.spans)} span(s), {s.tokens} positions, {s.steps} steps "
+    return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
             f"({s.forward_passes} forward passes, {s.revisions} revisions), "
             f"{s.seconds * 1000:.0f} ms, {how}")
 

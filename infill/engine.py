@@ -87,11 +87,18 @@ def span_text(denoiser: Denoiser, ids: list[int]) -> str:
     return denoiser.decode([i for i in ids if i not in drop])
 
 
-def plan_canvases(denoiser: Denoiser, text: str, spans: list[Span], options: InfillOptions) -> list[Canvas]:
-    """One canvas for all spans when they fit in one window; else greedy runs of spans that do."""
+def plan_canvases(
+    denoiser: Denoiser, text: str, spans: list[Span], options: InfillOptions, keep_text: bool = False
+) -> list[Canvas]:
+    """One canvas for all spans when they fit in one window; else greedy runs of spans that do.
+
+    `keep_text`: slots hold the spans' own tokens rather than masks (see `build_canvas`).
+    """
 
     def canvas(group: list[Span]) -> Canvas:
-        return build_canvas(denoiser, text, group, options.budget, options.context_length)
+        return build_canvas(
+            denoiser, text, group, options.budget, options.context_length, keep_text=keep_text
+        )
 
     try:
         return [canvas(spans)]
