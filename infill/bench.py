@@ -1,12 +1,26 @@
 """`infill-bench`: measured quality and speed of a model, printed as tables and written as JSON.
 
-    infill-bench quality [--model DIR] [--tasks 200] [--kinds line,block]
-        Tasks cut from the held-out packages (never trained on; see infill.train.corpus):
-        a span of the file is masked and the model regenerates it. Scores: exact match
-        (ignoring trailing whitespace), edit similarity (difflib ratio) and whether the filled
-        file still parses.
-    infill-bench speed [--model DIR]
-        Engine time and end-to-end CLI time for a one-line and a ten-line fill in a 200-line file.
+infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--steps 32]
+                     [--json PATH] [--plot PATH]
+    A span is masked and the model regenerates it. Task kinds:
+      line, block, body, docstring: cut (seeded) from the held-out packages, never trained
+        on (see infill.train.corpus): one code line; 2-6 lines; a function body (up to 10
+        lines); the text inside a function's docstring quotes.
+      exec-body, exec-line: from this project's execution-checked set (infill/evalset):
+        a function's body, or one line of it, is masked in a file that holds the module's
+        imports, the function and its asserts; the filled file is then RUN, and the task
+        passes if every assert holds.
+    Scores per kind: exact match (ignoring trailing whitespace), edit similarity (difflib
+    ratio), whether the filled file parses, pass rate (exec kinds), mean steps and ms.
+    --plot draws quality against the sampler's step cap (over --plot-tasks tasks per kind).
+
+    Executing model output: the exec kinds run code the model wrote, in a separate
+    `python -I -S` process in a temporary directory, with a time limit (--exec-timeout)
+    and a memory cap. Leave the exec kinds out of --kinds to run nothing.
+
+infill-bench speed [--model DIR]
+    Model load time, engine time and end-to-end CLI time for a one-line and a ten-line fill
+    in a 200-line file.
 """
 
 from __future__ import annotations
@@ -16,50 +30,87 @@ import ast
 import difflib
 import json
 import random
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from infill.backend import Denoiser, load_backend
 from infill.document import Document, document_from_bytes
-from infill.edits import apply_edits
 from infill.engine import InfillOptions, infill
+from infill.errors import InputError
+from infill.evalset import EvalFunction, load_functions
 from infill.sampler import SamplerConfig
 from infill.spans import Span, line_span
-from infill.train.corpus import HELDOUT_PACKAGES, iter_python_files, package_of, source_roots
+from infill.train.corpus import (
+    HELDOUT_PACKAGES,
+    ast_offsets,
+    char_offsets,
+    iter_python_files,
+    package_of,
+    source_roots,
+)
+
+KINDS = ("line", "block", "body", "docstring", "exec-body", "exec-line")
+EXEC_KINDS = ("exec-body", "exec-line")
+BODY_MAX_LINES, BODY_MAX_CHARS = 10, 400  # held-out bodies; larger ones overflow the span budget
+PLOT_CAPS = (1, 2, 4, 8, 16, 32)
+MEMORY_CAP = 2 * 1024**3  # bytes of address space for a program under test
 
 
 @dataclass
 class Task:
-    kind: str  # "line" | "block"
-    path: str
-    text: str
-    first: int  # 1-based lines, inclusive
-    last: int
+    kind: str
+    path: str  # a held-out file, or "evalset:module.function"
+    text: str  # the whole file (for exec kinds: a program that runs the function's asserts)
+    start: int  # the masked span, in characters
+    end: int
+
+    @property
+    def expected(self) -> str:
+        return self.text[self.start : self.end]
 
     @property
     def span(self) -> Span:
-        return line_span(self.text, self.first, self.last)
+        return Span(self.start, self.end, f"{self.kind} task")
+
+    @property
+    def executes(self) -> bool:
+        return self.kind in EXEC_KINDS
+
+    def filled(self, produced: str) -> str:
+        return self.text[: self.start] + produced + self.text[self.end :]
 
 
 @dataclass
 class Score:
     kind: str
+    path: str
+    start: int
+    end: int
+    expected: str
+    produced: str
     exact: bool
     similarity: float
     parses: bool
+    passed: bool | None  # exec kinds only
     steps: int
-    seconds: float
+    ms: float
+    error: str | None = None  # why the task failed outright (engine error, failing assert, timeout)
+
+
+# --------------------------------------------------------------------------- sources and spans
 
 
 def heldout_sources(limit_chars: int = 60_000) -> list[tuple[str, str]]:
-    """(path, text) of the held-out packages' files that parse, smallest first."""
+    """(path, text) of the held-out packages' files that parse (200 to `limit_chars` characters),
+    sorted by path."""
     found = []
     for root, path in iter_python_files(source_roots()):
         if package_of(path.relative_to(root)) not in HELDOUT_PACKAGES:
@@ -80,73 +131,324 @@ def code_lines(text: str) -> list[int]:
     return [i + 1 for i, line in enumerate(lines) if line.strip() and not line.strip().startswith("#")]
 
 
-def make_tasks(sources: list[tuple[str, str]], kinds: list[str], count: int, seed: int = 0) -> list[Task]:
-    """`count` tasks per kind: a code line (not blank, not a comment), or a block of 3-6 lines."""
-    rng = random.Random(seed)
+def string_lines(text: str) -> set[int]:
+    """Lines of docstrings (bare string statements) and of multi-line string literals."""
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        multiline = isinstance(node, (ast.Constant, ast.JoinedStr)) and node.end_lineno > node.lineno
+        if docstring or multiline:
+            found.update(range(node.lineno, node.end_lineno + 1))
+    return found
+
+
+def statement_lines(text: str) -> list[int]:
+    """Code lines outside docstrings and multi-line strings: what line and block tasks mask."""
+    inside = string_lines(text)
+    return [n for n in code_lines(text) if n not in inside]
+
+
+def functions_of(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def body_spans(text: str, max_lines: int = 10**9, max_chars: int = 10**9) -> list[tuple[int, int]]:
+    """Each function's body after its docstring: from column 0 of its first statement's line to
+    the end of its last statement. One-line functions (`def f(): return 1`) are skipped."""
+    offset, starts = ast_offsets(text), char_offsets(text)
+    found = []
+    for node in functions_of(ast.parse(text)):
+        body = node.body[1:] if ast.get_docstring(node, clean=False) is not None else node.body
+        if not body or body[0].lineno == node.lineno:
+            continue
+        start, end = starts[body[0].lineno - 1], offset(body[-1].end_lineno, body[-1].end_col_offset)
+        lines = body[-1].end_lineno - body[0].lineno + 1
+        if lines <= max_lines and end - start <= max_chars:
+            found.append((start, end))
+    return found
+
+
+def docstring_spans(text: str) -> list[tuple[int, int]]:
+    """The text between the quotes of each function's triple-quoted docstring (if not blank)."""
+    offset = ast_offsets(text)
+    found = []
+    for node in functions_of(ast.parse(text)):
+        if ast.get_docstring(node, clean=False) is None:
+            continue
+        literal = node.body[0].value
+        start = offset(literal.lineno, literal.col_offset)
+        end = offset(literal.end_lineno, literal.end_col_offset)
+        source = text[start:end]
+        opening = re.match(r"[rRuU]?('''|\"\"\")", source)
+        if opening and source.count(opening[1]) == 2 and source[opening.end() : -3].strip():
+            found.append((start + opening.end(), end - 3))
+    return found
+
+
+def line_spans(text: str, lines: list[int]) -> list[tuple[int, int]]:
+    spans = [line_span(text, n, n) for n in lines]
+    return [(s.start, s.end) for s in spans]
+
+
+def block_spans(text: str) -> list[tuple[int, int]]:
+    """Runs of 2-6 lines that start and end with a code line, none in a docstring or multi-line string."""
+    code, inside = statement_lines(text), string_lines(text)
+    ends = set(code)
+    found = []
+    for first in code:
+        for last in range(first + 1, first + 6):
+            if last in ends and not inside.intersection(range(first, last + 1)):
+                found.append(line_span(text, first, last))
+    return [(s.start, s.end) for s in found]
+
+
+def span_candidates(kind: str, text: str, region: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """Every span of `kind` in the file, or in `region` of it: (start, end) character offsets."""
+    found = all_spans(kind, text)
+    if region is None:
+        return found
+    return [(a, b) for a, b in found if region[0] <= a and b <= region[1]]
+
+
+def all_spans(kind: str, text: str) -> list[tuple[int, int]]:
+    if kind == "line":
+        return line_spans(text, statement_lines(text))
+    if kind == "block":
+        return block_spans(text)
+    if kind == "body":
+        return body_spans(text, BODY_MAX_LINES, BODY_MAX_CHARS)
+    if kind == "docstring":
+        return docstring_spans(text)
+    if kind == "exec-body":
+        return body_spans(text)
+    if kind == "exec-line":
+        bodies, starts = body_spans(text), char_offsets(text)
+        lines = [n for n in code_lines(text) if any(a <= starts[n - 1] < b for a, b in bodies)]
+        return line_spans(text, lines)
+    raise ValueError(f"unknown task kind {kind!r} (expected one of {', '.join(KINDS)})")
+
+
+def make_tasks(
+    sources: list[tuple[str, str]],
+    kinds: list[str],
+    count: int,
+    seed: int = 0,
+    functions: tuple[EvalFunction, ...] | None = None,
+) -> list[Task]:
+    """`count` tasks per kind, chosen with a seeded generator per kind (adding a kind changes no
+    other kind's tasks). Exec kinds use each function of the set at most once, and mask a part
+    of that function (not of the helpers around it)."""
     tasks = []
     for kind in kinds:
-        for _ in range(count):
-            path, text = rng.choice(sources)
-            lines = text.split("\n")
-            code = code_lines(text)
-            first = rng.choice(code)
-            last = first if kind == "line" else min(len(lines), first + rng.randint(2, 5))
-            tasks.append(Task(kind, path, text, first, last))
+        rng = random.Random(f"{seed}:{kind}")
+        if kind in EXEC_KINDS:
+            pool = [
+                (f"evalset:{f.qualified_name}", f.program, f.source_range)
+                for f in functions or load_functions()
+            ]
+            picks = pool if count >= len(pool) else rng.sample(pool, count)
+        else:
+            picks = ((*rng.choice(sources), None) for _ in range(count * 20)) if sources else iter(())
+        made = 0
+        for path, text, region in picks:
+            candidates = span_candidates(kind, text, region)
+            if candidates:
+                tasks.append(Task(kind, path, text, *rng.choice(candidates)))
+                made += 1
+            if made == count:
+                break
     return tasks
 
 
-def score_task(backend: Denoiser, task: Task, config: SamplerConfig) -> Score:
-    document = Document(task.text, bom=False, newline="\n")
-    span = task.span
-    result = infill(backend, document, [span], InfillOptions(sampler=config))
-    original = task.text[span.start : span.end]
-    produced = result.spans[0].new_text
-    filled = apply_edits(task.text, result.edits)
+# --------------------------------------------------------------------------- scoring
+
+
+def normalized(text: str) -> str:
+    """Text without trailing whitespace on its lines or at its end."""
+    return "\n".join(line.rstrip() for line in text.rstrip().split("\n"))
+
+
+def parses(text: str) -> bool:
     try:
-        ast.parse(filled)
-        parses = True
-    except (SyntaxError, ValueError):
-        parses = False
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def judge(task: Task, produced: str) -> dict:
+    """The text metrics of a fill: exact match, edit similarity, whether the filled file parses."""
+    return {
+        "exact": normalized(produced) == normalized(task.expected),
+        "similarity": difflib.SequenceMatcher(None, task.expected, produced, autojunk=False).ratio(),
+        "parses": parses(task.filled(produced)),
+    }
+
+
+def limit_memory() -> None:  # pragma: no cover - runs in the child process
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def run_program(source: str, timeout: float = 5.0) -> tuple[bool, str | None]:
+    """Run a Python program in a fresh isolated interpreter: (exited 0, why not)."""
+    with tempfile.TemporaryDirectory(prefix="infill-exec-") as tmp:
+        path = Path(tmp) / "task.py"
+        path.write_text(source, encoding="utf-8")
+        preexec = limit_memory if sys.platform != "win32" else None
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-S", str(path)],
+                cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=timeout, preexec_fn=preexec,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return False, f"timeout after {timeout:g} s"
+    if done.returncode == 0:
+        return True, None
+    lines = done.stderr.strip().splitlines()
+    return False, lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def score_task(backend: Denoiser, task: Task, config: SamplerConfig, timeout: float = 5.0) -> Score:
+    """Fill the task's span with the model, then judge (and for exec kinds, run) the result."""
+    try:
+        document = Document(task.text, bom=False, newline="\n")
+        result = infill(backend, document, [task.span], InfillOptions(sampler=config))
+    except InputError as error:
+        metrics = {"exact": False, "similarity": 0.0, "parses": False}
+        passed = False if task.executes else None
+        return Score(task.kind, task.path, task.start, task.end, task.expected, "", **metrics,
+                     passed=passed, steps=0, ms=0.0, error=str(error))  # fmt: skip
+    produced = result.spans[0].new_text
+    passed, error = run_program(task.filled(produced), timeout) if task.executes else (None, None)
     return Score(
-        kind=task.kind,
-        exact=produced.rstrip() == original.rstrip(),
-        similarity=difflib.SequenceMatcher(None, original, produced).ratio(),
-        parses=parses,
-        steps=result.stats.steps,
-        seconds=result.stats.seconds,
-    )
+        task.kind, task.path, task.start, task.end, task.expected, produced, **judge(task, produced),
+        passed=passed, steps=result.stats.steps, ms=1000 * result.stats.seconds, error=error,
+    )  # fmt: skip
+
+
+def evaluate(
+    backend: Denoiser, tasks: list[Task], config: SamplerConfig, timeout: float, desc: str
+) -> list[Score]:
+    return [score_task(backend, t, config, timeout) for t in tqdm(tasks, desc=desc, unit="task")]
 
 
 def summarize(scores: list[Score]) -> dict[str, dict]:
+    """Per kind (in KINDS order): task count and mean metrics."""
     table = {}
-    for kind in sorted({s.kind for s in scores}):
+    for kind in sorted({s.kind for s in scores}, key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS)):
         rows = [s for s in scores if s.kind == kind]
+        executed = [s.passed for s in rows if s.passed is not None]
         table[kind] = {
             "tasks": len(rows),
-            "exact_match": sum(s.exact for s in rows) / len(rows),
+            "exact_match": statistics.mean(s.exact for s in rows),
             "edit_similarity": statistics.mean(s.similarity for s in rows),
-            "parses": sum(s.parses for s in rows) / len(rows),
+            "parses": statistics.mean(s.parses for s in rows),
+            "pass_rate": statistics.mean(executed) if executed else None,
             "mean_steps": statistics.mean(s.steps for s in rows),
-            "mean_ms": 1000 * statistics.mean(s.seconds for s in rows),
+            "mean_ms": statistics.mean(s.ms for s in rows),
         }
     return table
 
 
 def print_table(table: dict[str, dict]) -> None:
-    print(f"{'kind':8} {'tasks':>5} {'exact':>7} {'edit-sim':>9} {'parses':>7} {'steps':>6} {'ms':>7}")
+    header = ("kind", "tasks", "exact", "edit-sim", "parses", "pass", "steps", "ms")
+    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>6} {:>7}".format(*header))
     for kind, r in table.items():
-        print(f"{kind:8} {r['tasks']:5d} {r['exact_match']:7.1%} {r['edit_similarity']:9.3f} "
-              f"{r['parses']:7.1%} {r['mean_steps']:6.1f} {r['mean_ms']:7.0f}")
+        passed = "-" if r["pass_rate"] is None else f"{r['pass_rate']:.1%}"
+        print(f"{kind:10} {r['tasks']:5d} {r['exact_match']:7.1%} {r['edit_similarity']:9.3f} "
+              f"{r['parses']:7.1%} {passed:>7} {r['mean_steps']:6.1f} {r['mean_ms']:7.0f}")  # fmt: skip
 
 
-def quality(args) -> dict:
-    backend = load_backend(args.model, threads=args.threads)
-    tasks = make_tasks(heldout_sources(), args.kinds.split(","), args.tasks, args.seed)
-    config = SamplerConfig(steps=args.steps)
-    scores = [score_task(backend, t, config) for t in tqdm(tasks, desc="quality", unit="task")]
+# --------------------------------------------------------------------------- quality vs. step cap
+
+
+def step_curve(
+    backend: Denoiser, tasks: list[Task], caps: list[int], per_kind: int, timeout: float
+) -> dict[str, dict[int, dict]]:
+    """{kind: {cap: summary row}} over the first `per_kind` tasks of each kind."""
+    subset = [t for kind in dict.fromkeys(t.kind for t in tasks) for t in of_kind(tasks, kind)[:per_kind]]
+    curve: dict[str, dict[int, dict]] = {}
+    for cap in caps:
+        scores = evaluate(backend, subset, SamplerConfig(steps=cap), timeout, desc=f"step cap {cap}")
+        for kind, row in summarize(scores).items():
+            curve.setdefault(kind, {})[cap] = row
+    return curve
+
+
+def of_kind(tasks: list[Task], kind: str) -> list[Task]:
+    return [t for t in tasks if t.kind == kind]
+
+
+def plot_curve(curve: dict[str, dict[int, dict]], path: Path, title: str = "") -> None:
+    """Exact match / pass rate and edit similarity against the step cap, one line per kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for kind, rows in curve.items():
+        caps = sorted(rows)
+        metric = "pass_rate" if kind in EXEC_KINDS else "exact_match"
+        label = f"{kind} ({'pass' if kind in EXEC_KINDS else 'exact'})"
+        left.plot(caps, [rows[c][metric] for c in caps], marker="o", label=label)
+        right.plot(caps, [rows[c]["edit_similarity"] for c in caps], marker="o", label=kind)
+    for axis, name in ((left, "exact match / pass rate"), (right, "edit similarity")):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(sorted({c for rows in curve.values() for c in rows}))
+        axis.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        axis.set_xlabel("sampler step cap")
+        axis.set_ylabel(name)
+        axis.set_ylim(0, 1)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle(title or "infill quality against the diffusion step cap")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def run_quality(
+    backend: Denoiser,
+    args: argparse.Namespace,
+    sources: list[tuple[str, str]] | None = None,
+    functions: tuple[EvalFunction, ...] | None = None,
+) -> dict:
+    """The quality benchmark on a loaded backend; `sources` default to the held-out files."""
+    if sources is None and any(k not in EXEC_KINDS for k in args.kinds):
+        sources = heldout_sources()
+    tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
+    scores = evaluate(backend, tasks, SamplerConfig(steps=args.steps), args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
-    return {"model": str(args.model or "default"), "steps_cap": args.steps, "table": table}
+    results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
+               "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
+    if args.plot:
+        caps = [int(c) for c in args.plot_caps.split(",")]
+        curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout)
+        plot_curve(curve, args.plot, f"{results['model']}: quality against the step cap")
+        results["step_curve"] = {kind: {str(c): r for c, r in rows.items()} for kind, rows in curve.items()}
+        print(f"plot: {args.plot}")
+    return results
+
+
+def parse_kinds(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        listed = ", ".join(unknown) or "(none)"
+        raise argparse.ArgumentTypeError(f"unknown kind(s) {listed}; choose from {', '.join(KINDS)}")
+    return kinds
+
+
+def quality(args: argparse.Namespace) -> dict:
+    return run_quality(load_backend(args.model, threads=args.threads), args)
 
 
 SPEED_FILE_LINES = 200
@@ -159,7 +461,7 @@ def speed_file() -> str:
     return "\n".join(text.split("\n")[:SPEED_FILE_LINES]) + "\n"
 
 
-def speed(args) -> dict:
+def speed(args: argparse.Namespace) -> dict:
     text = speed_file()
     code = code_lines(text)
     one, ten = code[len(code) // 2], code[len(code) // 2]
@@ -199,19 +501,28 @@ def speed(args) -> dict:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("what", choices=["quality", "speed"])
-    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--model", type=Path, default=None, help="model directory (default: the shipped one)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
-    parser.add_argument("--kinds", default="line,block")
+    kinds = ",".join(KINDS)
+    parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
     parser.add_argument("--steps", type=int, default=SamplerConfig.steps, help="sampler step cap")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
+    parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
+    parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")
+    parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
+    parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args(argv)
+    parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     results = quality(args) if args.what == "quality" else speed(args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

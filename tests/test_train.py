@@ -37,6 +37,7 @@ class Box:
 
 @pytest.fixture
 def source_root(tmp_path: Path) -> Path:
+    """Twelve near-identical packages (so tests build the corpus with near-duplicate removal off)."""
     root = tmp_path / "src"
     for n in range(12):
         pkg = root / f"pkg{n}"
@@ -50,7 +51,7 @@ def source_root(tmp_path: Path) -> Path:
 
 
 def test_corpus_dedupes_filters_and_holds_out_by_package(tmp_path, source_root):
-    manifest = build_corpus(tmp_path / "run", roots=[source_root])
+    manifest = build_corpus(tmp_path / "run", roots=[source_root], near_duplicate_threshold=None)
     assert manifest["counts"]["kept"] == 13
     assert manifest["counts"]["duplicate"] == 1
     assert manifest["counts"]["filtered"] == 1
@@ -104,7 +105,7 @@ def test_span_example_lays_out_prefix_region_nulls_suffix(tiny_tokenizer):
 
 
 def test_examples_of_every_kind_are_well_formed(tiny_tokenizer, tmp_path, source_root):
-    build_corpus(tmp_path / "run", roots=[source_root])
+    build_corpus(tmp_path / "run", roots=[source_root], near_duplicate_threshold=None)
     records = load_corpus(tmp_path / "run" / "corpus.jsonl.gz", split="train")
     rng = random.Random(0)
     for _ in range(200):
@@ -119,7 +120,7 @@ def test_examples_of_every_kind_are_well_formed(tiny_tokenizer, tmp_path, source
 
 def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_tokenizer):
     run = tmp_path / "run"
-    build_corpus(run, roots=[source_root])
+    build_corpus(run, roots=[source_root], near_duplicate_threshold=None)
     tiny_tokenizer.save(run)
     common = ["--out", str(run), "--seq-len", "64", "--batch-size", "4", "--hidden", "32",
               "--layers", "2", "--heads", "2", "--lr", "3e-3"]
@@ -142,7 +143,7 @@ def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_token
 def test_the_same_training_runs_under_torchrun_with_two_processes(tmp_path, source_root, tiny_tokenizer):
     """`infill-train model` unchanged under torchrun: DistributedDataParallel, 2 CPU processes (gloo)."""
     run = tmp_path / "run"
-    build_corpus(run, roots=[source_root])
+    build_corpus(run, roots=[source_root], near_duplicate_threshold=None)
     tiny_tokenizer.save(run)
     seq_len, batch, steps = 64, 4, 3
     command = [

@@ -2,30 +2,42 @@
 
 Sources: the standard library and every installed site-packages directory. Each file is
 assigned to a *package* (its top-level module; `test/test_json/...` belongs to `json`), and the
-packages in `HELDOUT_PACKAGES` go to the held-out split, never trained on. Files are
-deduplicated by content, and generated or minified files are dropped.
+packages in `HELDOUT_PACKAGES` go to the held-out split, never trained on. This project's own
+code (`EXCLUDED_PACKAGES`, which holds the benchmark's execution-checked functions) is left out.
+Generated or minified files are dropped, and so are duplicates: exact ones (same content up to
+trailing whitespace) and near ones (MinHash over 5-token shingles with LSH, estimated Jaccard
+similarity >= 0.7: a copy with a renamed variable or a few changed lines). Held-out files are
+deduplicated first, so a training file that nearly duplicates a held-out one is the one dropped.
 
 For every file we also record infill-shaped spans found with Python's `ast` (function bodies,
 docstrings, statements, expressions, call arguments), so training masks look like real requests.
 
 Output: `corpus.jsonl.gz`, one JSON object per file:
   {"path", "root", "package", "split": "train"|"heldout", "text", "spans": [[kind, start, end], ...]}
-plus `manifest.json` (counts per root and package, held-out list).
+plus `manifest.json`: counts, the held-out list, files per package and split, and `sources`: per
+package where it came from (stdlib or the distribution that installed it, with its version)
+and its license as the distribution's metadata states it (License-Expression, else License,
+else the License :: classifiers; "PSF" for the standard library; "unknown" if none is found).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import gzip
 import hashlib
+import importlib.metadata
 import json
+import re
 import site
 import sysconfig
+import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 # Fixed held-out packages (by package, not by file: files of one package share idioms).
@@ -37,7 +49,11 @@ HELDOUT_PACKAGES = frozenset(
     }
 )  # fmt: skip
 
+# This project's own code: the benchmark's execution-checked functions must never be trained on.
+EXCLUDED_PACKAGES = frozenset({"infill", "lsp_server"})
+
 MIN_CHARS, MAX_CHARS = 200, 300_000
+NEAR_DUPLICATE_THRESHOLD = 0.7  # estimated Jaccard similarity of 5-token shingle sets
 
 
 @dataclass
@@ -97,13 +113,24 @@ def iter_python_files(roots: list[Path]) -> Iterator[tuple[Path, Path]]:
 
 
 def char_offsets(text: str) -> list[int]:
-    """Start offset (in characters) of each line, 1-based index via [lineno - 1]."""
-    starts, offset = [], 0
-    for line in text.splitlines(keepends=True):
-        starts.append(offset)
-        offset += len(line)
-    starts.append(offset)
-    return starts
+    """Start offset (in characters) of each line, 1-based index via [lineno - 1], then len(text).
+
+    Lines end at "\\n" only, as `ast` counts them (str.splitlines would also split at form feeds)."""
+    return [0] + [match.end() for match in re.finditer("\n", text)] + [len(text)]
+
+
+def ast_offsets(text: str) -> Callable[[int, int], int]:
+    """A function from an `ast` position (1-based line, column in UTF-8 bytes) to a character offset."""
+    starts = char_offsets(text)
+    lines = text.split("\n")
+
+    def offset(lineno: int, col_bytes: int) -> int:
+        line = lines[lineno - 1]
+        if line.isascii():
+            return starts[lineno - 1] + col_bytes
+        return starts[lineno - 1] + len(line.encode("utf-8")[:col_bytes].decode("utf-8", errors="ignore"))
+
+    return offset
 
 
 def ast_spans(text: str) -> list[tuple[str, int, int]]:
@@ -112,12 +139,8 @@ def ast_spans(text: str) -> list[tuple[str, int, int]]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    lines = text.splitlines(keepends=True)
     starts = char_offsets(text)
-
-    def offset(lineno: int, col_bytes: int) -> int:
-        line = lines[lineno - 1].encode("utf-8")
-        return starts[lineno - 1] + len(line[:col_bytes].decode("utf-8", errors="ignore"))
+    offset = ast_offsets(text)
 
     def span(kind: str, first: ast.AST, last: ast.AST | None = None, whole_lines=False):
         last = last or first
@@ -145,50 +168,241 @@ def ast_spans(text: str) -> list[tuple[str, int, int]]:
     return [s for s in found if s[2] > s[1]]
 
 
-def build_corpus(out_dir: Path, roots: list[Path] | None = None, limit: int | None = None) -> dict:
-    """Scan, filter, dedupe and split; write corpus.jsonl.gz and manifest.json. Returns the manifest."""
+@dataclass
+class Candidate:
+    """A readable file that passed the filters, before deduplication."""
+
+    root: Path
+    relative: Path
+    package: str
+    split: str
+    text: str
+
+
+def scan_files(roots: list[Path], counts: Counter, limit: int | None = None) -> list[Candidate]:
+    """Read and filter every Python file under the roots (at most `limit` candidates)."""
+    found = []
+    for root, path in tqdm(list(iter_python_files(roots)), desc="scan", unit="file"):
+        if limit is not None and len(found) >= limit:
+            break
+        relative = path.relative_to(root)
+        package = package_of(relative)
+        if package in EXCLUDED_PACKAGES or package.startswith("__editable__"):  # + setuptools' finders
+            counts["excluded"] += 1
+            continue
+        try:
+            text = path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+        except (OSError, UnicodeDecodeError):
+            counts["unreadable"] += 1
+            continue
+        if not MIN_CHARS <= len(text) <= MAX_CHARS or looks_generated(text):
+            counts["filtered"] += 1
+            continue
+        split = "heldout" if package in HELDOUT_PACKAGES else "train"
+        found.append(Candidate(root, relative, package, split, text))
+    return found
+
+
+def deduplicate(files: list[Candidate], counts: Counter, threshold: float | None) -> list[Candidate]:
+    """Drop exact and (unless `threshold` is None) near duplicates; held-out files win ties.
+
+    Files are considered held-out first, then training, each group in scan order; the first of
+    a group of duplicates is kept. The result keeps the scan order."""
+    seen: set[str] = set()
+    index = NearDuplicateIndex(threshold) if threshold is not None else None
+    keep = set()
+    priority = sorted(range(len(files)), key=lambda i: files[i].split != "heldout")
+    for i in tqdm(priority, desc="dedupe", unit="file"):
+        text = files[i].text
+        digest = hashlib.sha1("\n".join(ln.rstrip() for ln in text.splitlines()).encode()).hexdigest()
+        if digest in seen:
+            counts["duplicate"] += 1
+            continue
+        seen.add(digest)
+        if index is not None and not index.add_if_new(minhash(text)):
+            counts["near_duplicate"] += 1
+            continue
+        keep.add(i)
+    return [f for i, f in enumerate(files) if i in keep]
+
+
+def build_corpus(
+    out_dir: Path,
+    roots: list[Path] | None = None,
+    limit: int | None = None,
+    near_duplicate_threshold: float | None = NEAR_DUPLICATE_THRESHOLD,
+) -> dict:
+    """Scan, filter, dedupe and split; write corpus.jsonl.gz and manifest.json. Returns the manifest.
+
+    limit: scan only until this many files passed the filters (a quick, smaller corpus).
+    near_duplicate_threshold: None keeps near duplicates (only exact ones are dropped).
+    The texts are held in memory until written (about 260 MB for this machine's sources)."""
     roots = roots or source_roots()
     out_dir.mkdir(parents=True, exist_ok=True)
-    seen: set[str] = set()
     counts: Counter = Counter()
+    files = deduplicate(scan_files(roots, counts, limit), counts, near_duplicate_threshold)
     packages: dict[str, Counter] = {"train": Counter(), "heldout": Counter()}
-    files = list(iter_python_files(roots))
     tmp = out_dir / "corpus.jsonl.gz.tmp"
     with gzip.open(tmp, "wt", encoding="utf-8") as out:
-        for root, path in tqdm(files, desc="corpus", unit="file"):
-            if limit is not None and counts["kept"] >= limit:
-                break
-            try:
-                raw = path.read_bytes()
-                text = raw.decode("utf-8").replace("\r\n", "\n")
-            except (OSError, UnicodeDecodeError):
-                counts["unreadable"] += 1
-                continue
-            if not MIN_CHARS <= len(text) <= MAX_CHARS or looks_generated(text):
-                counts["filtered"] += 1
-                continue
-            digest = hashlib.sha1("\n".join(ln.rstrip() for ln in text.splitlines()).encode())
-            if digest.hexdigest() in seen:
-                counts["duplicate"] += 1
-                continue
-            seen.add(digest.hexdigest())
-            relative = path.relative_to(root)
-            package = package_of(relative)
-            split = "heldout" if package in HELDOUT_PACKAGES else "train"
-            record = CorpusFile(str(relative), str(root), package, split, text, ast_spans(text))
+        for f in tqdm(files, desc="corpus", unit="file"):
+            record = CorpusFile(str(f.relative), str(f.root), f.package, f.split, f.text, ast_spans(f.text))
             out.write(json.dumps(record.__dict__) + "\n")
             counts["kept"] += 1
-            counts[f"chars_{split}"] += len(text)
-            packages[split][package] += 1
+            counts[f"chars_{f.split}"] += len(f.text)
+            packages[f.split][f.package] += 1
     tmp.replace(out_dir / "corpus.jsonl.gz")
+    sources = package_sources(files)
     manifest = {
         "roots": [str(r) for r in roots],
         "counts": dict(counts),
         "heldout_packages": sorted(HELDOUT_PACKAGES),
+        "excluded_packages": sorted(EXCLUDED_PACKAGES),
+        "near_duplicate_threshold": near_duplicate_threshold,
         "packages": {split: dict(sorted(c.items())) for split, c in packages.items()},
+        "sources": sources,
+        "licenses": license_counts(sources),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+# --------------------------------------------------------------------------- near duplicates
+
+SHINGLE_TOKENS = 5
+PERMUTATIONS, BANDS = 128, 32  # 32 bands of 4 rows: pairs at Jaccard 0.7 meet in a band 99.9% of the time
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_SEEDS = np.random.default_rng(20_240_917).integers(1, 2**63, size=(2, PERMUTATIONS), dtype=np.uint64)
+_MULTIPLY, _ADD = _SEEDS[0] | np.uint64(1), _SEEDS[1]  # odd multipliers: bijections of 64-bit ints
+
+
+def shingles(text: str) -> np.ndarray:
+    """Sorted unique 64-bit hashes of the runs of 5 consecutive tokens (words and punctuation)."""
+    tokens = _TOKEN.findall(text)
+    hashes = np.fromiter(map(zlib.crc32, map(str.encode, tokens)), dtype=np.uint64, count=len(tokens))
+    n = max(1, len(hashes) - SHINGLE_TOKENS + 1)
+    combined = np.zeros(n, dtype=np.uint64)
+    for j in range(min(SHINGLE_TOKENS, len(hashes))):
+        combined = combined * np.uint64(1_000_003) + hashes[j : j + n]  # wraps modulo 2**64
+    return np.unique(combined)
+
+
+def minhash(text: str, chunk: int = 4096) -> np.ndarray:
+    """MinHash signature (PERMUTATIONS uint64) of the text's shingle set; deterministic."""
+    signature = np.full(PERMUTATIONS, np.iinfo(np.uint64).max, dtype=np.uint64)
+    values = shingles(text)
+    for i in range(0, len(values), chunk):
+        mixed = values[None, i : i + chunk] * _MULTIPLY[:, None] + _ADD[:, None]
+        mixed ^= mixed >> np.uint64(29)
+        np.minimum(signature, mixed.min(axis=1), out=signature)
+    return signature
+
+
+class NearDuplicateIndex:
+    """Signatures of the files kept so far, bucketed by band (locality-sensitive hashing)."""
+
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+        self.rows = PERMUTATIONS // BANDS
+        self.signatures: list[np.ndarray] = []
+        self.buckets: dict[tuple[int, bytes], list[int]] = {}
+
+    def add_if_new(self, signature: np.ndarray) -> bool:
+        """Add the signature unless a kept one is at least `threshold` similar; True if added."""
+        keys = [(b, signature[b * self.rows : (b + 1) * self.rows].tobytes()) for b in range(BANDS)]
+        candidates = {i for key in keys for i in self.buckets.get(key, ())}
+        for i in sorted(candidates):
+            if float(np.mean(self.signatures[i] == signature)) >= self.threshold:
+                return False
+        for key in keys:
+            self.buckets.setdefault(key, []).append(len(self.signatures))
+        self.signatures.append(signature)
+        return True
+
+
+# --------------------------------------------------------------------------- sources and licenses
+
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+
+def install_dir(root: Path, relative: Path) -> tuple[Path, bool]:
+    """Where the file's distribution metadata lives, and whether the file is from the stdlib."""
+    if relative.parts[0] in ("site-packages", "dist-packages"):
+        return root / relative.parts[0], False
+    return root, root.resolve() == stdlib_root()
+
+
+@functools.cache
+def installed_distributions(directory: str) -> dict[str, importlib.metadata.Distribution]:
+    """{top-level module name: distribution} for the .dist-info/.egg-info found in `directory`."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    for dist in sorted(importlib.metadata.distributions(path=[directory]), key=lambda d: d.name or ""):
+        for name in top_level_names(dist):
+            found.setdefault(name, dist)
+    return found
+
+
+def top_level_names(dist: importlib.metadata.Distribution) -> set[str]:
+    """Top-level modules a distribution installs: top_level.txt, else the first parts in RECORD."""
+    listed = dist.read_text("top_level.txt")
+    if listed:
+        return {line.strip() for line in listed.splitlines() if line.strip()}
+    names = set()
+    for file in dist.files or []:
+        first = file.parts[0]
+        if first.endswith((".dist-info", ".egg-info", ".data")) or first in ("..", "__pycache__"):
+            continue
+        names.add(first.removesuffix(".py") if len(file.parts) == 1 else first)
+    return names
+
+
+def license_of(dist: importlib.metadata.Distribution) -> str:
+    """License-Expression, else a one-line License field, else the License :: classifiers."""
+    meta = dist.metadata
+    expression = (meta.get("License-Expression") or "").strip()
+    text = (meta.get("License") or "").strip()
+    text = "" if text.upper() == "UNKNOWN" else text
+    licensed = [c for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+    classifiers = [c.split("::")[-1].strip() for c in licensed]
+    if expression:
+        return expression
+    if text and "\n" not in text and len(text) <= 100:
+        return text
+    if classifiers:
+        return "; ".join(classifiers)
+    return text.splitlines()[0][:100] if text else "unknown"
+
+
+def package_sources(files: list[Candidate]) -> dict[str, dict]:
+    """Per package: split, file count, origin, distribution, version and license."""
+    sources: dict[str, dict] = {}
+    for f in files:
+        entry = sources.get(f.package)
+        if entry is None:
+            entry = sources[f.package] = {"split": f.split, "files": 0, **origin_of(f)}
+        entry["files"] += 1
+    return dict(sorted(sources.items()))
+
+
+def origin_of(f: Candidate) -> dict:
+    directory, is_stdlib = install_dir(f.root, f.relative)
+    if is_stdlib:
+        return {"origin": "stdlib", "distribution": "python", "version": sysconfig.get_python_version(),
+                "license": "PSF"}  # fmt: skip
+    dist = installed_distributions(str(directory)).get(f.package)
+    if dist is None:
+        return {"origin": str(directory), "distribution": None, "version": None, "license": "unknown"}
+    return {"origin": str(directory), "distribution": dist.name, "version": dist.version,
+            "license": license_of(dist)}  # fmt: skip
+
+
+def license_counts(sources: dict[str, dict]) -> dict[str, int]:
+    """Files per license, most files first."""
+    counts: Counter = Counter()
+    for entry in sources.values():
+        counts[entry["license"]] += entry["files"]
+    return dict(counts.most_common())
 
 
 def load_corpus(path: Path, split: str | None = None) -> list[CorpusFile]:

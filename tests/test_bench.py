@@ -1,0 +1,240 @@
+"""infill-bench: the execution-checked set, task cutting, metrics, execution, JSON and plot."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib
+import json
+
+import pytest
+
+from infill import bench
+from infill.bench import Score, Task, judge, make_tasks, normalized, run_program, span_candidates, summarize
+from infill.evalset import MODULES, load_functions
+
+SOURCE = '''"""A module."""
+
+import math
+
+
+def area(radius):
+    """Area of a circle.
+
+    Uses math.pi."""
+    squared = radius * radius
+    return math.pi * squared
+
+
+def one_liner(x): return x
+
+
+class Shape:
+    def describe(self, name):
+        """Say what it is."""
+        # shout it
+        text = f"a {name}"
+        return text.upper()
+'''
+
+LINES = SOURCE.split("\n")
+
+
+def texts(kind: str, text: str = SOURCE) -> list[str]:
+    return [text[a:b] for a, b in span_candidates(kind, text)]
+
+
+# --------------------------------------------------------------------------- the execution-checked set
+
+
+def test_the_set_has_100_functions_that_pass_their_own_asserts():
+    functions = load_functions()
+    assert len(functions) >= 100
+    assert len({f.qualified_name for f in functions}) == len(functions)
+    for f in functions:
+        assert 2 <= f.assert_count <= 5, f.qualified_name
+        definition = ast.parse(f.source).body[0]
+        methods = [n for n in definition.body if isinstance(n, ast.FunctionDef)]
+        assert ast.get_docstring(definition) or any(map(ast.get_docstring, methods)), f.qualified_name
+        exec(compile(f.program, f"<{f.qualified_name}>", "exec"), {"__name__": "evalset"})  # passes
+        for kind in ("exec-body", "exec-line"):
+            assert span_candidates(kind, f.program, f.source_range), (kind, f.qualified_name)
+        assert f.program[slice(*f.source_range)] == f.source
+
+
+def test_the_set_modules_import_and_run_their_asserts():
+    for module in MODULES:
+        importlib.import_module(f"infill.evalset.{module}")
+
+
+# --------------------------------------------------------------------------- cutting tasks
+
+
+def test_body_and_docstring_spans_are_what_a_task_expects():
+    assert texts("body") == [
+        "    squared = radius * radius\n    return math.pi * squared",
+        '        text = f"a {name}"\n        return text.upper()',  # the comment before it stays context
+    ]  # one_liner's body shares the def line: skipped
+    assert texts("docstring") == ["Area of a circle.\n\n    Uses math.pi.", "Say what it is."]
+    assert texts("exec-body") == texts("body")
+    assert texts("exec-line") == [
+        "    squared = radius * radius",
+        "    return math.pi * squared",
+        '        text = f"a {name}"',
+        "        return text.upper()",
+    ]
+
+
+def test_line_and_block_tasks_are_whole_code_lines():
+    tasks = make_tasks([("m.py", SOURCE)], ["line", "block"], 8, seed=3)
+    assert [t.kind for t in tasks] == ["line"] * 8 + ["block"] * 8
+    for task in tasks:
+        assert task.expected == SOURCE[task.start : task.end]
+        assert task.start == 0 or SOURCE[task.start - 1] == "\n"
+        assert SOURCE[task.end] == "\n"
+        lines = task.expected.split("\n")
+        assert len(lines) == 1 if task.kind == "line" else 2 <= len(lines) <= 6
+        for line in (lines[0], lines[-1]):
+            assert line in LINES and line.strip() and not line.strip().startswith("#")
+        assert '"""' not in task.expected and "Uses math.pi." not in task.expected  # not in a docstring
+
+
+def test_task_selection_is_seeded_and_per_kind():
+    sources = [("m.py", SOURCE), ("n.py", SOURCE.replace("radius", "r"))]
+    kinds = ["line", "block", "body", "docstring"]
+    first = make_tasks(sources, kinds, 5, seed=1)
+    assert first == make_tasks(sources, kinds, 5, seed=1)
+    assert [(t.path, t.start) for t in first if t.kind == "body"] == [
+        (t.path, t.start) for t in make_tasks(sources, ["body"], 5, seed=1)
+    ]  # a kind's tasks do not depend on the other kinds asked for
+    assert first != make_tasks(sources, kinds, 5, seed=2)
+
+
+def test_exec_tasks_mask_part_of_a_function_of_the_set_not_of_its_helpers():
+    functions = tuple(f for f in load_functions() if f.module == "errors")[:6]  # with _helpers around
+    assert all("def _raises" in f.preamble for f in functions)
+    tasks = make_tasks([], ["exec-body", "exec-line"], 4, seed=0, functions=functions)
+    assert [t.kind for t in tasks] == ["exec-body"] * 4 + ["exec-line"] * 4
+    programs = {f"evalset:{f.qualified_name}": f for f in functions}
+    for task in tasks:
+        function = programs[task.path]
+        assert task.text == function.program and task.executes
+        assert task.filled(task.expected) == task.text
+        first, last = function.source_range
+        assert first <= task.start < task.end <= last
+        assert "assert " not in task.expected and '"""' not in task.expected
+    bodies = {t.path: t.expected for t in tasks if t.kind == "exec-body"}
+    for path, body in bodies.items():
+        source = programs[path].source
+        assert source.endswith(body) or source.startswith("class ")
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def line_task() -> Task:
+    start = SOURCE.index("    squared")
+    return Task("line", "m.py", SOURCE, start, SOURCE.index("\n", start))
+
+
+def test_exact_match_ignores_trailing_whitespace_only():
+    task = line_task()
+    assert task.expected == "    squared = radius * radius"
+    assert judge(task, "    squared = radius * radius  \n")["exact"]
+    assert not judge(task, "squared = radius * radius")["exact"]
+    assert normalized("a  \nb\t\n\n") == "a\nb"
+
+
+def test_similarity_and_parses_on_hand_made_fills():
+    task = line_task()
+    perfect = judge(task, task.expected)
+    assert perfect == {"exact": True, "similarity": 1.0, "parses": True}
+    close = judge(task, "    squared = radius ** 2")
+    expected_ratio = difflib.SequenceMatcher(None, task.expected, "    squared = radius ** 2").ratio()
+    assert close == {"exact": False, "similarity": pytest.approx(expected_ratio), "parses": True}
+    assert 0.5 < close["similarity"] < 1
+    broken = judge(task, "    squared = (radius")
+    assert broken["parses"] is False and broken["exact"] is False
+    assert judge(task, "")["similarity"] == 0.0
+
+
+def test_summary_averages_per_kind():
+    def score(kind, exact, similarity, parses, passed, steps):
+        return Score(kind, "p", 0, 1, "x", "y", exact, similarity, parses, passed, steps, ms=10.0 * steps)
+
+    table = summarize([
+        score("line", True, 1.0, True, None, 2),
+        score("line", False, 0.5, False, None, 4),
+        score("exec-body", False, 0.25, True, True, 8),
+        score("exec-body", False, 0.75, True, False, 8),
+    ])  # fmt: skip
+    assert list(table) == ["line", "exec-body"]
+    assert table["line"] == {"tasks": 2, "exact_match": 0.5, "edit_similarity": 0.75, "parses": 0.5,
+                             "pass_rate": None, "mean_steps": 3, "mean_ms": 30.0}  # fmt: skip
+    assert table["exec-body"]["pass_rate"] == 0.5
+    assert table["exec-body"]["edit_similarity"] == 0.5
+
+
+# --------------------------------------------------------------------------- execution
+
+
+@pytest.fixture(scope="module")
+def clamp_task() -> Task:
+    (clamp,) = [f for f in load_functions() if f.name == "clamp"]
+    (task,) = make_tasks([], ["exec-body"], 1, functions=(clamp,))
+    assert task.expected == "    return max(low, min(high, value))"
+    return task
+
+
+def test_exec_scoring_passes_a_correct_body_and_fails_a_broken_one(clamp_task):
+    assert run_program(clamp_task.filled(clamp_task.expected)) == (True, None)
+    also_right = clamp_task.filled("    return min(high, max(low, value))")
+    assert run_program(also_right) == (True, None)
+    passed, why = run_program(clamp_task.filled("    return value"))
+    assert not passed and why.startswith("AssertionError")
+    passed, why = run_program(clamp_task.filled("    return max(low, min(high, value)"))
+    assert not passed and "SyntaxError" in why
+
+
+def test_exec_scoring_stops_a_program_that_runs_too_long(clamp_task):
+    passed, why = run_program(clamp_task.filled("    while True:\n        pass"), timeout=1)
+    assert (passed, why) == (False, "timeout after 1 s")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
+    tiny_backend, monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setattr(bench, "load_backend", lambda *args, **kwargs: tiny_backend)
+    monkeypatch.setattr(bench, "heldout_sources", lambda: [("sample.py", SOURCE)])
+    out, png = tmp_path / "results.json", tmp_path / "curve.png"
+    argv = ["quality", "--tasks", "2", "--steps", "4", "--json", str(out), "--plot", str(png),
+            "--plot-tasks", "1", "--plot-caps", "1,2", "--exec-timeout", "3"]  # fmt: skip
+    assert bench.main(argv) == 0
+
+    printed = capsys.readouterr().out
+    header = ["kind", "tasks", "exact", "edit-sim", "parses", "pass", "steps", "ms"]
+    assert printed.splitlines()[0].split() == header
+    results = json.loads(out.read_text())
+    assert list(results["table"]) == list(bench.KINDS)
+    assert all(row["tasks"] == 2 for row in results["table"].values())
+    assert len(results["tasks"]) == 12
+    for task in results["tasks"]:
+        if task["kind"] in bench.EXEC_KINDS:
+            assert isinstance(task["passed"], bool)
+        else:
+            assert task["expected"] == SOURCE[task["start"] : task["end"]] and task["passed"] is None
+        assert 1 <= task["steps"] <= 4
+    assert set(results["step_curve"]) == set(bench.KINDS)
+    assert all(set(rows) == {"1", "2"} for rows in results["step_curve"].values())
+    assert all(row["tasks"] == 1 and row["mean_steps"] <= 1 for row in
+               (rows["1"] for rows in results["step_curve"].values()))  # fmt: skip
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_unknown_kinds_are_refused_before_loading_a_model(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["quality", "--kinds", "line,bogus", "--model", "/nonexistent"])
+    assert "unknown kind(s) bogus" in capsys.readouterr().err
