@@ -1,9 +1,10 @@
 """Code actions as plain functions: which fills to offer for a range, and running one.
 
-Listing (:func:`code_actions`) is instant: it only parses the document with tree-sitter to find
-the node at the cursor, and returns *unresolved* actions whose ``data`` says what to fill
-(``{uri, version, kind, start, end}``, offsets in characters of the document text at that
-version). :func:`resolve` runs the model on that data and returns a ``WorkspaceEdit``.
+Listing (:func:`code_actions`, :func:`quick_fixes`) is instant: it only parses the document
+with tree-sitter to find the node at the cursor or the syntax errors in the range, and returns
+*unresolved* actions whose ``data`` says what to do (:class:`ActionData`: ``{uri, version, mode,
+kind, start, end}``, offsets in characters of the document text at that version).
+:func:`resolve` runs the model on that data and returns a ``WorkspaceEdit``.
 
 Nothing here knows about the server, the transport or threads; ``infill.engine`` (and so torch)
 is imported only when a fill actually runs, so that listing never pays for it.
@@ -20,6 +21,7 @@ from lsprotocol import types
 from infill.document import document_from_bytes
 from infill.errors import InputError
 from infill.spans import Span, node_at_offset, validate_spans
+from lsp_server import diagnostics
 from lsp_server.positions import UTF16, to_lsp_edits
 
 if TYPE_CHECKING:
@@ -29,22 +31,36 @@ if TYPE_CHECKING:
 BASE_KIND = "refactor.rewrite.infill"
 SELECTION_KIND = f"{BASE_KIND}.selection"
 NODE_KIND = f"{BASE_KIND}.node"
-CODE_ACTION_KINDS = [SELECTION_KIND, NODE_KIND]
+QUICK_FIX_KIND = types.CodeActionKind.QuickFix.value  # "quickfix"
+CODE_ACTION_KINDS = [QUICK_FIX_KIND, SELECTION_KIND, NODE_KIND]
 
 SELECTION = "selection"
 NODE_KINDS = ("statement", "body", "expression")
 """Node kinds that "fill node at cursor" considers; the smallest one around the cursor wins."""
+LINES = "lines"
+SPAN_KINDS = (SELECTION, *NODE_KINDS, LINES)
+"""What an action's span is (it names the span in messages): a selection, a node, whole lines."""
+
+FILL, NODE, FIX, DOCUMENT, ALTERNATIVE = "fill", "node", "fix", "document", "alternative"
+MODES = (FILL, NODE, FIX, DOCUMENT, ALTERNATIVE)
+"""What resolving an action does. "fill" (a selection) and "node" (the node at the cursor)
+regenerate the span; "fix" (a quick fix for a syntax error) regenerates the statement or lines
+around the error, as a plain fill until the engine has a repair mode; "document" and
+"alternative" are reserved for later actions (resolving them is an error for now)."""
+RESOLVABLE_MODES = (FILL, NODE, FIX)
 
 
 @dataclass(frozen=True)
 class ActionData:
-    """What an unresolved action will fill: characters [start, end) of ``uri`` at ``version``."""
+    """What an unresolved action will do (``mode``) to characters [start, end) of ``uri`` at
+    ``version``."""
 
     uri: str
     version: int | None
-    kind: str  # SELECTION or one of NODE_KINDS
+    kind: str  # one of SPAN_KINDS
     start: int
     end: int
+    mode: str = FILL  # one of MODES
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,11 +78,14 @@ class ActionData:
             raise InputError(f"the code action's uri must be a string, got {uri!r}")
         if version is not None and not _is_int(version):
             raise InputError(f"the code action's version must be an integer, got {version!r}")
-        if kind != SELECTION and kind not in NODE_KINDS:
+        if kind not in SPAN_KINDS:
             raise InputError(f"unknown fill kind {kind!r}")
         if not (_is_int(start) and _is_int(end) and 0 <= start <= end):
             raise InputError(f"the code action's offsets are invalid: start={start!r}, end={end!r}")
-        return cls(uri, version, kind, start, end)
+        mode = data.get("mode", FILL if kind == SELECTION else NODE)
+        if mode not in MODES:
+            raise InputError(f"unknown action mode {mode!r}; expected one of {', '.join(MODES)}")
+        return cls(uri, version, kind, start, end, mode)
 
 
 def code_actions(
@@ -88,14 +107,46 @@ def code_actions(
     """
     actions = []
     if start < end and kind_allowed(SELECTION_KIND, only) and _fillable(text, start, end):
-        data = ActionData(uri, version, SELECTION, start, end)
+        data = ActionData(uri, version, SELECTION, start, end, FILL)
         actions.append(_action("Infill: fill selection", SELECTION_KIND, data))
     if kind_allowed(NODE_KIND, only):
         found = node_at_cursor(text, start, end)
         if found is not None and (found[0].start, found[0].end) != (start, end):
             span, kind = found
-            data = ActionData(uri, version, kind, span.start, span.end)
+            data = ActionData(uri, version, kind, span.start, span.end, NODE)
             actions.append(_action(f"Infill: fill {span.label}", NODE_KIND, data))
+    return actions
+
+
+def quick_fixes(
+    uri: str,
+    version: int | None,
+    text: str,
+    start: int,
+    end: int,
+    only: Sequence[str] | None = None,
+    encoding: str = UTF16,
+) -> list[types.CodeAction]:
+    """A quick fix (kind "quickfix", mode "fix") per syntax error touching ``[start, end]``.
+
+    The errors are found again here (the same function that publishes them, so the attached
+    diagnostics equal the published ones); errors whose fixes regenerate the same span share one
+    action. Unresolved: the span is filled when the client resolves it.
+    """
+    if not kind_allowed(QUICK_FIX_KIND, only):
+        return []
+    fixes: dict[tuple[int, int], tuple[Span, str, list[diagnostics.SyntaxProblem]]] = {}
+    for problem in diagnostics.syntax_problems(text):
+        if diagnostics.overlaps(problem, start, end):
+            span, kind = diagnostics.fix_span(text, problem)
+            fixes.setdefault((span.start, span.end), (span, kind, []))[2].append(problem)
+    actions = []
+    for span, kind, problems in fixes.values():
+        data = ActionData(uri, version, kind, span.start, span.end, FIX)
+        action = _action(f"Infill: fix syntax error (fill {span.label})", QUICK_FIX_KIND, data)
+        action.diagnostics = diagnostics.to_diagnostics(text, problems, encoding)
+        action.is_preferred = True
+        actions.append(action)
     return actions
 
 
@@ -145,6 +196,8 @@ def resolve(
     """
     from infill.engine import infill  # torch: only when a fill runs
 
+    if data.mode not in RESOLVABLE_MODES:
+        raise InputError(f"{data.mode!r} actions are not supported by this server yet")
     if data.end > len(text):
         raise InputError(
             f"the code action covers characters {data.start}-{data.end}, "
@@ -152,6 +205,7 @@ def resolve(
         )
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
     span = Span(data.start, data.end, data.kind)
+    # FIX: a plain fill of the statement or lines around the error, until the engine can repair.
     result = infill(denoiser, document, [span], options, on_step=on_step, cancelled=cancelled)
     edits = to_lsp_edits(text, result.edits, encoding)
     if not document_changes:

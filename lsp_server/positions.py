@@ -72,7 +72,7 @@ def position_to_offset(text: str, position: types.Position, encoding: str = UTF1
             f"line {line} is past the end of the document, whose last line is {len(starts) - 1} (0-based)"
         )
     start = starts[line]
-    end = _content_end(text, starts, line)
+    end = content_end(text, starts, line)
     if encoding == UTF32:
         return min(start + character, end)
     if encoding not in ENCODINGS:
@@ -140,8 +140,9 @@ def format_range(lsp_range: types.Range) -> str:
     return f"{start.line}:{start.character}-{end.line}:{end.character}"
 
 
-def _content_end(text: str, starts: list[int], line: int) -> int:
-    """Offset just past the last character of ``line``, before its line break."""
+def content_end(text: str, starts: list[int], line: int) -> int:
+    """Offset just past the last character of ``line``, before its line break (``starts``: from
+    :func:`line_starts`)."""
     if line + 1 >= len(starts):
         return len(text)
     end = starts[line + 1]

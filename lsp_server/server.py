@@ -1,15 +1,24 @@
-"""infill-lsp: the language server, a thin pygls layer over :mod:`lsp_server.actions`.
+"""infill-lsp: the language server, a thin pygls layer over plain functions.
 
-- ``initialize`` reads ``initializationOptions`` (:mod:`lsp_server.settings`).
-- ``textDocument/codeAction`` lists fills without running the model (instant).
-- ``codeAction/resolve`` runs the fill in a worker thread (one fill at a time), so the server
-  keeps answering; the model is loaded there on the first fill and kept on the server object.
-  Denoising steps are reported as ``$/progress`` when the client supports work-done progress;
-  ``$/cancelRequest`` and a cancelled progress stop the sampler at its next step. If the
-  document changed since the action was listed, the answer is a ContentModified error, never a
-  stale edit.
+- ``initialize`` reads ``initializationOptions``; after ``initialized`` the server asks for the
+  client's ``infill`` configuration section (``workspace/configuration``) when the client can
+  answer, and again on ``workspace/didChangeConfiguration`` (:mod:`lsp_server.settings`).
+- ``didOpen``/``didChange`` publish the document's syntax errors (tree-sitter ERROR and MISSING
+  nodes) as diagnostics with the document version; a fixed document gets an empty list
+  (:mod:`lsp_server.diagnostics`).
+- ``textDocument/codeAction`` lists fills and quick fixes for syntax errors without running the
+  model (instant; :mod:`lsp_server.actions`).
+- ``codeAction/resolve`` and ``textDocument/inlineCompletion`` (:mod:`lsp_server.inline`) run the
+  model in a worker thread (one job at a time), so the server keeps answering; the model is
+  loaded there on first use and kept (loaded again when the model path changes). Denoising
+  steps of a resolve are reported as ``$/progress`` when the client supports work-done progress.
+  ``$/cancelRequest``, a cancelled progress, and a newer request for the same document
+  (:mod:`lsp_server.jobs`) stop the sampler at its next step; the request then answers
+  RequestCancelled. If the document changed since the action was listed, the answer is a
+  ContentModified error, never a stale edit.
 - Bad requests (unknown document, range past the end, not Python, foreign action data) get a
-  JSON-RPC error; the server keeps running.
+  JSON-RPC error; a model that cannot be loaded is shown once (``window/showMessage``) and its
+  requests fail; the server keeps running.
 
 Documents are synchronised in full (``TextDocumentSyncKind.Full``): pygls' incremental sync
 splits lines with ``str.splitlines``, which disagrees with LSP on form feeds and other
@@ -21,12 +30,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import threading
 import time
-import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import attrs
@@ -42,14 +49,26 @@ from pygls.workspace import TextDocument
 
 from infill import __version__
 from infill.errors import Cancelled, InputError
-from lsp_server import actions
-from lsp_server.positions import ENCODINGS, UTF16, PositionError, range_to_offsets
-from lsp_server.settings import Settings, parse_settings
+from lsp_server import actions, diagnostics, inline
+from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
+from lsp_server.positions import (
+    ENCODINGS,
+    UTF16,
+    PositionError,
+    position_to_offset,
+    range_to_offsets,
+)
+from lsp_server.progress import StepProgress
+from lsp_server.settings import SECTION, Settings, parse_settings, section_of
 
 logger = logging.getLogger("infill-lsp")
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
 PYTHON_SUFFIXES = (".py", ".pyi")
+CONFIGURATION_WAIT_S = 5.0
+"""How long a model job waits for the client's answer to ``workspace/configuration``."""
+
+T = TypeVar("T")
 
 
 class RequestFailed(JsonRpcException):
@@ -58,15 +77,20 @@ class RequestFailed(JsonRpcException):
 
 
 class InfillLanguageServer(LanguageServer):
-    """The server; all state (settings, the loaded model, the worker thread) lives here."""
+    """The server; all state (settings, the loaded model, the worker thread, jobs) lives here."""
 
     def __init__(self) -> None:
         super().__init__("infill-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
-        self.settings = Settings()
+        self.initial_settings = Settings()  # from initializationOptions
+        self.settings = Settings()  # the above, overridden by the client's configuration
+        self.configured = asyncio.Event()  # set while no configuration request is unanswered
+        self._pulls = 0  # configuration requests in flight
         self.backend: Any = None  # the loaded Denoiser, on the first fill
-        self.backend_error: str | None = None  # why loading failed (not retried)
+        self.backend_key: tuple[str | None, int | None] | None = None  # (model path, threads) loaded
+        self.backend_error: str | None = None  # why loading backend_key failed (not retried)
         self._backend_lock = asyncio.Lock()
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
+        self.jobs = DocumentJobs()
         self.over_tcp = False
 
     # ------------------------------------------------------------------ client facts
@@ -93,6 +117,10 @@ class InfillLanguageServer(LanguageServer):
     def supports_document_changes(self) -> bool:
         return bool(self._capability("workspace", "workspace_edit", "document_changes"))
 
+    @property
+    def supports_configuration(self) -> bool:
+        return bool(self._capability("workspace", "configuration"))
+
     # ------------------------------------------------------------------ documents
 
     def python_document(self, uri: str) -> TextDocument:
@@ -100,27 +128,69 @@ class InfillLanguageServer(LanguageServer):
         document = self.workspace.text_documents.get(unquote(uri))
         if document is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: it is not open (send didOpen first)")
-        language = (document.language_id or "").lower()
-        if language != "python" and not (language == "" and uri.endswith(PYTHON_SUFFIXES)):
+        if not is_python(document, uri):
             raise JsonRpcInvalidParams(
                 f"{uri} is a {document.language_id or 'plain text'} document; infill fills Python only"
             )
         return document
 
+    def publish_diagnostics(self, uri: str) -> None:
+        """Publish the syntax errors of the open Python document ``uri`` (none: an empty list)."""
+        document = self.workspace.text_documents.get(unquote(uri))
+        if document is None or not is_python(document, uri):
+            return
+        found = diagnostics.diagnostics(document.source, self.position_encoding)
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
+        )
+
+    # ------------------------------------------------------------------ settings
+
+    def apply_settings(self, options: Any, source: str) -> None:
+        """The initial settings overridden by ``options`` (the client's ``infill`` section)."""
+        settings, warnings = parse_settings(options, self.initial_settings, source)
+        self.show_warnings(warnings)
+        if settings != self.settings:
+            logger.info("settings: %s", settings)
+            self.settings = settings
+
+    async def pull_configuration(self) -> None:
+        """Ask the client for the ``infill`` section; its answer (if any) overrides the initial
+        settings. A client that cannot answer keeps them. Model jobs wait for the answer."""
+        self._pulls += 1
+        self.configured.clear()
+        try:
+            params = types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            [section, *_] = await self.workspace_configuration_async(params)
+        except Exception as error:  # an error answer, or an empty list
+            logger.warning("workspace/configuration failed: %s", error)
+        else:
+            self.apply_settings(section, f"configuration '{SECTION}'")
+        finally:
+            self._pulls -= 1
+            if self._pulls == 0:
+                self.configured.set()
+
+    def show_warnings(self, warnings: list[str]) -> None:
+        for warning in warnings:
+            logger.warning("%s", warning)
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=warning))
+
     # ------------------------------------------------------------------ model
 
     async def load_backend(self) -> Any:
-        """The model, loaded in the worker thread on first use; RequestFailed if it cannot be."""
+        """The model for the current settings, loaded in the worker thread on first use (and
+        again after the model path changes); RequestFailed if it cannot be, shown once."""
         async with self._backend_lock:
-            if self.backend is None and self.backend_error is None:
-                settings = self.settings
+            settings = self.settings
+            key = (settings.model_path, settings.threads)
+            if key != self.backend_key:
+                self.backend, self.backend_key, self.backend_error = None, key, None
                 where = settings.model_path or "the model shipped with infill"
                 loop = asyncio.get_running_loop()
                 started = time.perf_counter()
                 try:
-                    self.backend = await loop.run_in_executor(
-                        self.model_executor, _load_backend, settings.model_path, settings.threads
-                    )
+                    self.backend = await loop.run_in_executor(self.model_executor, _load_backend, *key)
                     logger.info("loaded %s in %.2f s", where, time.perf_counter() - started)
                 except Exception as error:  # ModelError, and anything a broken file raises
                     self.backend_error = f"infill: cannot load the model ({where}): {error}"
@@ -132,6 +202,64 @@ class InfillLanguageServer(LanguageServer):
             raise RequestFailed(self.backend_error)
         return self.backend
 
+    async def run_model_job(
+        self,
+        uri: str,
+        work: Callable[[Any, Any, Callable[[Any, Any], None] | None, Callable[[], bool]], T],
+        kind: str = RESOLVE,
+        progress_title: str | None = None,
+    ) -> T:
+        """Run ``work(backend, options, on_step, cancelled)`` in the worker thread as the job of
+        document ``uri``, superseding that document's previous job of the same ``kind``.
+
+        RequestCancelled if the job is superseded or its progress is cancelled; asyncio
+        cancellation (``$/cancelRequest``) stops the sampler too; RequestFailed for bad input or
+        a model that cannot be loaded.
+        """
+        job = self.jobs.start(uri, kind)
+        progress = StepProgress(self, job.cancel)
+        loop = asyncio.get_running_loop()
+        on_step = None
+        if progress_title is not None:
+
+            def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
+                loop.call_soon_threadsafe(progress.report, step.index, step.masked_left)
+
+        outcome = "failed"
+        try:
+            if progress_title is not None:
+                await progress.begin(progress_title)
+            try:
+                await asyncio.wait_for(self.configured.wait(), CONFIGURATION_WAIT_S)
+            except asyncio.TimeoutError:  # TimeoutError from 3.11 on
+                logger.warning("no answer to workspace/configuration: going on with the initial settings")
+            backend = await self.load_backend()
+            options = self.settings.infill_options()  # imports the engine: torch is loaded by now
+            progress.steps = max(1, options.sampler.steps)
+            if job.cancelled():
+                raise Cancelled("cancelled before it started")
+            result = await loop.run_in_executor(
+                self.model_executor, work, backend, options, on_step, job.cancelled
+            )
+            outcome = "done"
+            return result
+        except asyncio.CancelledError:  # $/cancelRequest: stop the sampler at its next step
+            job.cancel.set()
+            outcome = "cancelled"
+            raise
+        except Cancelled:
+            outcome = "cancelled"
+            if job.superseded:
+                raise JsonRpcRequestCancelled(
+                    "superseded: a newer infill request for the same document replaced this one"
+                ) from None
+            raise JsonRpcRequestCancelled("the fill was cancelled") from None
+        except InputError as error:
+            raise RequestFailed(str(error)) from None
+        finally:
+            progress.end(outcome)
+            self.jobs.finish(job)
+
 
 def _load_backend(path: str | None, threads: int | None) -> Any:
     """In the worker thread: importing torch and transformers alone takes seconds."""
@@ -140,62 +268,54 @@ def _load_backend(path: str | None, threads: int | None) -> Any:
     return load_backend(path, threads=threads)
 
 
-class StepProgress:
-    """``$/progress`` for one fill (server-initiated token); does nothing if not supported."""
-
-    def __init__(self, server: InfillLanguageServer, on_cancel: threading.Event) -> None:
-        self.server = server
-        self.token: str | None = None
-        self.on_cancel = on_cancel
-        self.steps = 1  # the step cap, known once the engine is imported
-
-    async def begin(self, title: str) -> None:
-        if not self.server.supports_progress:
-            return
-        token = f"infill-{uuid.uuid4()}"
-        try:
-            await self.server.work_done_progress.create_async(token)
-        except Exception as error:  # the client refused: go on without progress
-            logger.info("no progress: %s", error)
-            return
-        self.token = token
-        cancel_future = self.server.work_done_progress.tokens.get(token)
-        if cancel_future is not None:
-            cancel_future.add_done_callback(lambda _: self.on_cancel.set())
-        message = "loading the model" if self.server.backend is None else "starting"
-        begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message=message, percentage=0)
-        self.server.work_done_progress.begin(token, begin)
-
-    def report(self, index: int, masked_left: int) -> None:
-        """Called on the event loop after denoising step ``index`` (0-based)."""
-        if self.token is None:
-            return
-        done = index + 1
-        message = f"denoising step {done}/{self.steps}, {masked_left} masked"
-        percentage = min(99, done * 100 // self.steps)
-        report = types.WorkDoneProgressReport(message=message, percentage=percentage)
-        self.server.work_done_progress.report(self.token, report)
-
-    def end(self, message: str) -> None:
-        if self.token is None:
-            return
-        self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
-        self.server.work_done_progress.tokens.pop(self.token, None)
-        self.token = None
+def is_python(document: TextDocument, uri: str) -> bool:
+    language = (document.language_id or "").lower()
+    return language == "python" or (language == "" and uri.endswith(PYTHON_SUFFIXES))
 
 
 # ---------------------------------------------------------------------- handlers
 
 
 def initialize(ls: InfillLanguageServer, params: types.InitializeParams) -> None:
-    ls.settings, warnings = parse_settings(params.initialization_options)
-    for warning in warnings:
-        logger.warning("%s", warning)
-        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=warning))
+    ls.initial_settings, warnings = parse_settings(params.initialization_options)
+    ls.settings = ls.initial_settings
+    ls.show_warnings(warnings)
+    if not ls.supports_configuration:
+        ls.configured.set()
+
+
+async def initialized(ls: InfillLanguageServer, params: types.InitializedParams) -> None:
+    if ls.supports_configuration:
+        await ls.pull_configuration()
+
+
+async def did_change_configuration(
+    ls: InfillLanguageServer, params: types.DidChangeConfigurationParams
+) -> None:
+    """Pull the section again if the client can answer; else take it from the notification."""
+    if ls.supports_configuration:
+        await ls.pull_configuration()
+    else:
+        ls.apply_settings(section_of(params.settings), f"settings.{SECTION}")
+
+
+def did_open(ls: InfillLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.publish_diagnostics(params.text_document.uri)
+
+
+def did_change(ls: InfillLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.publish_diagnostics(params.text_document.uri)
+
+
+def did_close(ls: InfillLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    for job in ls.jobs.of_document(uri):
+        job.cancel.set()  # nobody waits for this document's edits any more
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
 def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """List fills for the range; instant (no model run)."""
+    """List quick fixes and fills for the range; instant (no model run)."""
     uri = params.text_document.uri
     document = ls.python_document(uri)
     text = document.source
@@ -203,7 +323,9 @@ def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> lis
         start, end = range_to_offsets(text, params.range, ls.position_encoding)
     except PositionError as error:
         raise JsonRpcInvalidParams(f"{uri}: {error}") from None
-    return actions.code_actions(uri, document.version, text, start, end, params.context.only)
+    only = params.context.only
+    fixes = actions.quick_fixes(uri, document.version, text, start, end, only, ls.position_encoding)
+    return fixes + actions.code_actions(uri, document.version, text, start, end, only)
 
 
 async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction) -> types.CodeAction:
@@ -213,57 +335,43 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
     except InputError as error:
         raise JsonRpcInvalidParams(str(error)) from None
     document = ls.python_document(data.uri)
-    _check_version(document, data)
+    _check_version(document, data.uri, data.version)
     text = document.source
 
-    cancel = threading.Event()
-    progress = StepProgress(ls, cancel)
-    loop = asyncio.get_running_loop()
+    def work(backend, options, on_step, cancelled) -> types.WorkspaceEdit:
+        encoding, changes = ls.position_encoding, ls.supports_document_changes
+        return actions.resolve(backend, text, data, options, encoding, changes, on_step, cancelled)
 
-    def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
-        loop.call_soon_threadsafe(progress.report, step.index, step.masked_left)
-
-    outcome = "failed"
-    try:
-        await progress.begin(action.title)
-        backend = await ls.load_backend()
-        options = ls.settings.infill_options()  # imports the engine: torch is loaded by now
-        progress.steps = max(1, options.sampler.steps)
-        run = partial(
-            actions.resolve,
-            backend,
-            text,
-            data,
-            options,
-            ls.position_encoding,
-            ls.supports_document_changes,
-            on_step,
-            cancel.is_set,
-        )
-        started = time.perf_counter()
-        edit = await loop.run_in_executor(ls.model_executor, run)
-        outcome = "done"
-        ls.window_log_message(
-            types.LogMessageParams(
-                type=types.MessageType.Log,
-                message=f"infill: {action.title}: model ran {time.perf_counter() - started:.3f} s",
-            )
-        )
-    except asyncio.CancelledError:  # $/cancelRequest: stop the sampler at its next step
-        cancel.set()
-        outcome = "cancelled"
-        raise
-    except Cancelled:  # the user cancelled the progress
-        outcome = "cancelled"
-        raise JsonRpcRequestCancelled("the fill was cancelled") from None
-    except InputError as error:
-        raise RequestFailed(str(error)) from None
-    finally:
-        progress.end(outcome)
-
+    started = time.perf_counter()
+    edit = await ls.run_model_job(data.uri, work, RESOLVE, progress_title=action.title)
+    message = f"infill: {action.title}: {time.perf_counter() - started:.3f} s"
+    ls.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=message))
     # Edited (or closed) while the model ran: drop the result.
-    _check_version(ls.workspace.text_documents.get(unquote(data.uri)), data)
+    _check_version(ls.workspace.text_documents.get(unquote(data.uri)), data.uri, data.version)
     return attrs.evolve(action, edit=edit)
+
+
+async def inline_completion(
+    ls: InfillLanguageServer, params: types.InlineCompletionParams
+) -> types.InlineCompletionList:
+    """What goes at the cursor, written with the code before and after it as context."""
+    uri = params.text_document.uri
+    document = ls.python_document(uri)
+    text, version = document.source, document.version
+    try:
+        offset = position_to_offset(text, params.position, ls.position_encoding)
+    except PositionError as error:
+        raise JsonRpcInvalidParams(f"{uri}: {error}") from None
+
+    def work(backend, options, on_step, cancelled) -> list[types.InlineCompletionItem]:
+        alternatives = ls.settings.alternatives
+        return inline.inline_completions(
+            backend, text, offset, options, ls.position_encoding, alternatives, cancelled
+        )
+
+    items = await ls.run_model_job(uri, work, INLINE)
+    _check_version(ls.workspace.text_documents.get(unquote(uri)), uri, version)
+    return types.InlineCompletionList(items=items)
 
 
 def exit_server(ls: InfillLanguageServer, params: Any) -> None:
@@ -272,13 +380,12 @@ def exit_server(ls: InfillLanguageServer, params: Any) -> None:
         ls.shutdown()
 
 
-def _check_version(document: TextDocument | None, data: actions.ActionData) -> None:
+def _check_version(document: TextDocument | None, uri: str, version: int | None) -> None:
     if document is None:
-        raise JsonRpcContentModified(f"{data.uri} was closed while the fill ran")
-    if document.version != data.version:
+        raise JsonRpcContentModified(f"{uri} was closed while the model ran")
+    if document.version != version:
         raise JsonRpcContentModified(
-            f"{data.uri} changed (version {data.version} -> {document.version}) "
-            "since this code action was listed: list code actions again"
+            f"{uri} changed (version {version} -> {document.version}) since this request was made: ask again"
         )
 
 
@@ -289,11 +396,20 @@ def create_server() -> InfillLanguageServer:
     """A server with every feature registered (a new one per call; no module state)."""
     server = InfillLanguageServer()
     server.feature(types.INITIALIZE)(initialize)
+    server.feature(types.INITIALIZED)(initialized)
+    server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
+    server.feature(types.TEXT_DOCUMENT_DID_OPEN)(did_open)
+    server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(did_change)
+    server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(did_close)
     options = types.CodeActionOptions(
         code_action_kinds=list(actions.CODE_ACTION_KINDS), resolve_provider=True
     )
     server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)(code_action)
     server.feature(types.CODE_ACTION_RESOLVE)(resolve_code_action)
+    if hasattr(types, "TEXT_DOCUMENT_INLINE_COMPLETION"):  # LSP 3.18, lsprotocol >= 2024
+        server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())(
+            inline_completion
+        )
     server.feature(types.EXIT)(exit_server)
     return server
 

@@ -1,25 +1,33 @@
-"""Server settings from the client's ``initializationOptions``.
+"""Server settings: from ``initializationOptions``, then from the client's configuration.
 
-Recognised keys (all optional)::
+Recognised keys (all optional), the same in ``initializationOptions`` and in the ``infill``
+section of the client's configuration (``workspace/configuration``,
+``workspace/didChangeConfiguration``)::
 
     {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package
      "steps": 32,                          # cap on denoising passes per fill
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
-     "contextLength": 256,                 # canvas length; default: the model's own
+     "alternatives": 1,                    # inline completions to offer (when temperature > 0)
+     "contextLength": 256,                 # context window (canvas length); default: the model's
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
-A value of the wrong type is ignored with a warning (the server still starts with its default);
-unknown keys are ignored too.
+Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
+keeps its ``initializationOptions`` value. A value of the wrong type is ignored with a warning
+(the server keeps the value it had); unknown keys are ignored too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from infill.engine import InfillOptions
+
+SECTION = "infill"
+"""The configuration section the server asks the client for."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class Settings:
     temperature: float | None = None
     context_length: int | None = None
     threads: int | None = None
+    alternatives: int = 1
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -42,6 +51,10 @@ class Settings:
             sampler.temperature = self.temperature
         return InfillOptions(sampler=sampler, context_length=self.context_length)
 
+    def needs_reload(self, other: Settings) -> bool:
+        """Whether going from these settings to ``other`` needs the model loaded again."""
+        return (self.model_path, self.threads) != (other.model_path, other.threads)
+
 
 _KEYS = {
     # option name: (Settings field, check, what it must be)
@@ -52,17 +65,22 @@ _KEYS = {
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
         "a number >= 0",
     ),
+    "alternatives": ("alternatives", lambda v: _is_int(v) and 1 <= v <= 16, "an integer from 1 to 16"),
     "contextLength": ("context_length", lambda v: _is_int(v) and v >= 8, "an integer >= 8"),
     "threads": ("threads", lambda v: _is_int(v) and v >= 1, "a positive integer"),
 }
 
 
-def parse_settings(options: Any) -> tuple[Settings, list[str]]:
-    """Settings from ``initializationOptions`` (any JSON value), and a warning per bad value."""
-    if options is None:
-        return Settings(), []
+def parse_settings(
+    options: Any, base: Settings | None = None, source: str = "initializationOptions"
+) -> tuple[Settings, list[str]]:
+    """``base`` (default: all defaults) overridden by the keys set in ``options`` (any JSON
+    value), and a warning per bad value. ``source`` names ``options`` in the warnings."""
+    base = base or Settings()
+    if options is None or options == []:  # [] is how some clients (Lua) send an empty object
+        return base, []
     if not isinstance(options, Mapping):
-        return Settings(), [f"initializationOptions should be an object, got {type(options).__name__}"]
+        return base, [f"{source} should be an object, got {type(options).__name__}"]
     values: dict[str, Any] = {}
     warnings = []
     for key, (field, check, expected) in _KEYS.items():
@@ -72,8 +90,19 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
         if check(value):
             values[field] = float(value) if field == "temperature" else value
         else:
-            warnings.append(f"initializationOptions.{key} should be {expected}, got {value!r}: ignored")
-    return Settings(**values), warnings
+            warnings.append(f"{source}.{key} should be {expected}, got {value!r}: ignored")
+    return dataclasses.replace(base, **values), warnings
+
+
+def section_of(settings: Any) -> Any:
+    """The ``infill`` section of a ``didChangeConfiguration`` payload (``{"infill": {...}}``);
+    a payload that is itself our section (it has one of our keys) is taken as it is."""
+    if isinstance(settings, Mapping):
+        if SECTION in settings:
+            return settings[SECTION]
+        if any(key in settings for key in _KEYS):
+            return settings
+    return None
 
 
 def _is_int(value: Any) -> bool:

@@ -7,15 +7,20 @@ import pytest
 from infill.edits import TextEdit, apply_edits
 from infill.errors import Cancelled, InputError
 from lsp_server.actions import (
+    MODES,
     NODE_KIND,
+    QUICK_FIX_KIND,
     SELECTION_KIND,
     ActionData,
     code_actions,
     kind_allowed,
     node_at_cursor,
+    quick_fixes,
     resolve,
 )
-from lsp_server.positions import position_to_offset
+from lsp_server.diagnostics import diagnostics
+from lsp_server.inline import inline_completions
+from lsp_server.positions import offset_to_position, position_to_offset
 
 URI = "file:///work/example.py"
 
@@ -78,7 +83,7 @@ def test_cursor_offers_the_smallest_node_without_any_edit():
     assert action.title == "Infill: fill expression on line 6"
     assert action.edit is None and action.command is None
     data = ActionData.from_json(action.data)
-    assert data == ActionData(URI, 7, "expression", cursor, cursor + len("radius"))
+    assert data == ActionData(URI, 7, "expression", cursor, cursor + len("radius"), "node")
 
 
 def test_selection_offers_fill_selection_and_the_node_around_it():
@@ -116,7 +121,8 @@ def test_context_only_filters_kinds():
 @pytest.mark.parametrize(
     "data",
     [None, "x", {"uri": URI}, {"uri": URI, "version": 1, "kind": "everything", "start": 0, "end": 1}]
-    + [{"uri": URI, "version": 1, "kind": "selection", "start": 5, "end": 2}],
+    + [{"uri": URI, "version": 1, "kind": "selection", "start": 5, "end": 2}]
+    + [{"uri": URI, "version": 1, "kind": "selection", "start": 0, "end": 2, "mode": "guess"}],
 )
 def test_foreign_action_data_is_an_input_error(data):
     with pytest.raises(InputError):
@@ -165,3 +171,95 @@ def test_resolve_stops_when_cancelled():
 def test_resolve_rejects_data_past_the_end():
     with pytest.raises(InputError, match="has only"):
         resolve(ConstantDenoiser(), "x = 1\n", ActionData(URI, 1, "selection", 2, 40))
+
+
+# ------------------------------------------------------------------ modes and quick fixes
+
+BROKEN = SOURCE.replace("radius ** 2", "radius ** = 2")
+
+
+def test_action_data_modes_round_trip_and_default_from_the_kind():
+    for mode in MODES:
+        data = ActionData(URI, 2, "lines", 0, 4, mode)
+        assert ActionData.from_json(data.to_json()) == data
+    legacy = {"uri": URI, "version": 1, "kind": "selection", "start": 0, "end": 2}
+    assert ActionData.from_json(legacy).mode == "fill"
+    assert ActionData.from_json({**legacy, "kind": "statement"}).mode == "node"
+
+
+def test_no_quick_fix_for_valid_code():
+    assert quick_fixes(URI, 1, SOURCE, 0, len(SOURCE)) == []
+
+
+def test_a_quick_fix_for_a_syntax_error_under_the_cursor():
+    cursor = BROKEN.index("** = 2") + 3
+    [fix] = quick_fixes(URI, 4, BROKEN, cursor, cursor)
+    assert fix.kind == QUICK_FIX_KIND == "quickfix" and fix.is_preferred and fix.edit is None
+    assert fix.title == "Infill: fix syntax error (fill statement on line 6)"
+    assert fix.diagnostics == diagnostics(BROKEN)  # the published ones, as they were published
+    data = ActionData.from_json(fix.data)
+    assert (data.mode, data.kind, data.version) == ("fix", "statement", 4)
+    assert BROKEN[data.start : data.end] == "    return math.pi * radius ** = 2"
+    # Away from the error, or filtered out by context.only: none.
+    assert quick_fixes(URI, 4, BROKEN, 0, 5) == []
+    assert quick_fixes(URI, 4, BROKEN, cursor, cursor, only=["refactor"]) == []
+    assert quick_fixes(URI, 4, BROKEN, cursor, cursor, only=["quickfix"]) != []
+    assert kind_allowed(QUICK_FIX_KIND, ["quickfix"]) and not kind_allowed(QUICK_FIX_KIND, ["refactor"])
+
+
+def test_errors_fixed_by_the_same_span_share_one_action():
+    text = "def f():\n    x = (1 + ) * (2 + )\n    return x\n"
+    problems = diagnostics(text)
+    assert len(problems) == 2
+    [fix] = quick_fixes(URI, 1, text, 0, len(text))
+    assert fix.diagnostics == problems
+
+
+def test_resolving_a_quick_fix_fills_its_span():
+    cursor = BROKEN.index("** = 2") + 3
+    [fix] = quick_fixes(URI, 4, BROKEN, cursor, cursor)
+    data = ActionData.from_json(fix.data)
+    [document_edit] = resolve(ConstantDenoiser(), BROKEN, data).document_changes
+    [lsp_edit] = document_edit.edits
+    start = position_to_offset(BROKEN, lsp_edit.range.start)
+    end = position_to_offset(BROKEN, lsp_edit.range.end)
+    assert data.start <= start <= end <= data.end and set(lsp_edit.new_text) == {"x"}
+
+
+@pytest.mark.parametrize("mode", ["document", "alternative"])
+def test_reserved_modes_are_refused_for_now(mode):
+    with pytest.raises(InputError, match="not supported"):
+        resolve(ConstantDenoiser(), SOURCE, ActionData(URI, 1, "selection", 0, 4, mode))
+
+
+# ------------------------------------------------------------------ inline completion
+
+
+def test_inline_completion_inserts_at_the_cursor():
+    cursor = SOURCE.index("sum(values)")
+    [item] = inline_completions(ConstantDenoiser("y"), SOURCE, cursor)
+    position = offset_to_position(SOURCE, cursor)  # UTF-16: after an astral character
+    assert position.character == 24
+    assert item.range.start == item.range.end == position
+    assert set(item.insert_text) == {"y"}
+
+
+def test_inline_completion_of_nothing_gives_no_items():
+    assert inline_completions(ConstantDenoiser(" "), SOURCE, 0) == []  # blank: not offered
+    assert inline_completions(ConstantDenoiser(), "", 0) == []
+
+
+def test_inline_alternatives_are_distinct_samples():
+    from infill.engine import InfillOptions
+    from infill.sampler import SamplerConfig
+
+    hot = InfillOptions(sampler=SamplerConfig(temperature=1.0))
+    items = inline_completions(ConstantDenoiser(), SOURCE, 10, hot, alternatives=3)
+    assert len(items) == 1  # the fake always writes the same: duplicates are dropped
+    runs = []
+    cancelled = lambda: runs.append(1) and False  # noqa: E731 - counts sampler steps
+    inline_completions(ConstantDenoiser(), SOURCE, 10, hot, alternatives=3, cancelled=cancelled)
+    steps_per_run = len(runs)
+    runs.clear()
+    inline_completions(ConstantDenoiser(), SOURCE, 10, alternatives=3, cancelled=cancelled)
+    assert len(runs) * 3 == steps_per_run  # temperature 0: one run, not three

@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import sys
 import time
 
+import lsp_support
 import pytest
 import pytest_lsp
+from lsp_support import (
+    CONTENT_MODIFIED,
+    REQUEST_FAILED,
+    SERVER,
+    change_document,
+    initialize_params,
+    list_actions,
+    slow_model_dir,
+    tiny_model_dir,
+)
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-
-import infill
+from pytest_lsp import LanguageClient, client_capabilities
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server.server"])
-CONTENT_MODIFIED, REQUEST_FAILED = -32801, -32803
 PY_URI = "file:///project/example.py"
 
 SOURCE = (
@@ -42,48 +47,12 @@ SOURCE = (
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> pathlib.Path:
-    """A randomly initialised InfillModel (hidden 32, 2 layers) and a 300-token tokenizer."""
-    import torch
-
-    from infill.model import InfillConfig, InfillModel
-    from infill.tokenizer import train_tokenizer
-
-    package = pathlib.Path(infill.__file__).parent
-    texts = [(package / name).read_text(encoding="utf-8") for name in ("edits.py", "document.py")]
-    tokenizer = train_tokenizer(texts, vocab_size=300)
-    torch.manual_seed(0)
-    config = InfillConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2, context_length=128
-    )
-    directory = tmp_path_factory.mktemp("tiny-model")
-    InfillModel(config).save_pretrained(directory)
-    tokenizer.save(directory)
-    return directory
+    return tiny_model_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def slow_model(tiny_model, tmp_path_factory) -> pathlib.Path:
-    """Bigger (hidden 128, 4 layers, context 512): a long fill runs ~1 s, long enough to interrupt."""
-    import torch
-
-    from infill.model import InfillConfig, InfillModel
-    from infill.tokenizer import CodeTokenizer
-
-    tokenizer = CodeTokenizer.load(tiny_model)
-    torch.manual_seed(0)
-    config = InfillConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=128, num_layers=4, num_heads=4, context_length=512
-    )
-    directory = tmp_path_factory.mktemp("slow-model")
-    InfillModel(config).save_pretrained(directory)
-    tokenizer.save(directory)
-    return directory
-
-
-def initialize_params(capabilities: str | types.ClientCapabilities, options: dict) -> types.InitializeParams:
-    if isinstance(capabilities, str):
-        capabilities = client_capabilities(capabilities)
-    return types.InitializeParams(capabilities=capabilities, initialization_options=options)
+def slow_model(tmp_path_factory) -> pathlib.Path:
+    return slow_model_dir(tmp_path_factory)
 
 
 @pytest_lsp.fixture(config=SERVER, scope="module")
@@ -152,28 +121,7 @@ def apply_utf16(text: str, edits) -> str:
 
 
 def open_document(client: LanguageClient, uri: str, text: str = SOURCE, language: str = "python") -> None:
-    item = types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
-    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
-
-
-def change_document(client: LanguageClient, uri: str, version: int, text: str) -> None:
-    client.text_document_did_change(
-        types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
-        )
-    )
-
-
-async def list_actions(
-    client: LanguageClient, uri: str, start: types.Position, end: types.Position | None = None
-):
-    params = types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=start, end=end or start),
-        context=types.CodeActionContext(diagnostics=[]),
-    )
-    return list(await client.text_document_code_action_async(params))
+    lsp_support.open_document(client, uri, text, language)
 
 
 def span_of(needle: str) -> tuple[int, int]:
@@ -212,7 +160,8 @@ async def test_listing_is_unresolved_and_resolving_fills_only_the_selection(clie
         ("Infill: fill statement on line 9", "refactor.rewrite.infill.node"),
     ]
     assert all(a.edit is None and a.command is None for a in actions)  # nothing computed yet
-    assert actions[0].data == {"uri": uri, "version": 1, "kind": "selection", "start": start, "end": end}
+    expected = {"uri": uri, "version": 1, "kind": "selection", "start": start, "end": end, "mode": "fill"}
+    assert actions[0].data == expected
 
     filled = await resolve_and_apply(client, actions[0], uri, version=1)
     assert filled.startswith(SOURCE[:start]) and filled.endswith(SOURCE[end:])
@@ -395,3 +344,21 @@ async def test_an_edit_while_denoising_drops_the_result(slow_client: LanguageCli
         await pending
     assert refused.value.code == CONTENT_MODIFIED and "version 1 -> 2" in refused.value.message
     assert progress[-1].kind == "end" and progress[-1].message == "done"  # it ran, then was dropped
+
+
+async def test_a_newer_fill_of_the_same_document_supersedes_the_running_one(slow_client: LanguageClient):
+    uri = "file:///project/long-supersede.py"
+    older, progress = await start_long_fill(slow_client, uri, "older-fill")
+    [statement] = await list_actions(slow_client, uri, types.Position(line=12, character=11))
+    newer = asyncio.ensure_future(slow_client.code_action_resolve_async(statement))
+    with pytest.raises(JsonRpcRequestCancelled, match="superseded"):
+        await older
+    assert progress[-1].kind == "end" and progress[-1].message == "cancelled"
+    assert sum(report.kind == "report" for report in progress) < 60  # stopped early
+    resolved = await newer
+    assert resolved.edit is not None
+    # Another document's fill does not supersede: both finish.
+    other_uri = "file:///project/long-other.py"
+    pending, _ = await start_long_fill(slow_client, other_uri, "other-fill")
+    other = await slow_client.code_action_resolve_async(statement)  # the first document again
+    assert other.edit is not None and (await pending).edit is not None

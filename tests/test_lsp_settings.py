@@ -1,8 +1,9 @@
-"""initializationOptions -> server settings -> engine options."""
+"""initializationOptions and configuration -> server settings -> engine options; document jobs."""
 
 from __future__ import annotations
 
-from lsp_server.settings import Settings, parse_settings
+from lsp_server.jobs import INLINE, DocumentJobs
+from lsp_server.settings import Settings, parse_settings, section_of
 
 
 def test_recognised_options():
@@ -16,6 +17,7 @@ def test_recognised_options():
 
 def test_missing_options_keep_the_engine_defaults():
     assert parse_settings(None) == (Settings(), [])
+    assert parse_settings([]) == (Settings(), [])  # an empty Lua table arrives as []
     settings, warnings = parse_settings({"unknown": 1})
     assert (settings, warnings) == (Settings(), [])
     assert settings.infill_options().context_length is None
@@ -27,3 +29,52 @@ def test_bad_values_are_ignored_with_a_warning():
     assert len(warnings) == 4 and "initializationOptions.steps should be a positive integer" in warnings[1]
     expected = ["initializationOptions should be an object, got list"]
     assert parse_settings(["not", "an", "object"])[1] == expected
+
+
+def test_configuration_overrides_the_initial_settings_key_by_key():
+    initial, _ = parse_settings({"modelPath": "/models/a", "steps": 12, "threads": 1})
+    configured, warnings = parse_settings(
+        {"steps": 40, "temperature": 0.5, "alternatives": 3, "contextLength": 64, "steps2": 1},
+        initial,
+        "configuration 'infill'",
+    )
+    assert warnings == []
+    assert configured == Settings("/models/a", 40, 0.5, 64, 1, 3)
+    assert not initial.needs_reload(configured)
+    assert initial.needs_reload(parse_settings({"modelPath": "/models/b"}, initial)[0])
+    assert parse_settings(None, initial) == (initial, [])
+    assert parse_settings({"alternatives": 0}, initial, "configuration 'infill'") == (
+        initial,
+        ["configuration 'infill'.alternatives should be an integer from 1 to 16, got 0: ignored"],
+    )
+
+
+def test_section_of_a_did_change_configuration_payload():
+    assert section_of({"infill": {"steps": 3}, "python": {}}) == {"steps": 3}
+    assert section_of({"steps": 3}) == {"steps": 3}
+    assert section_of({"python": {}}) is None
+    assert section_of(None) is None
+
+
+def test_a_newer_job_supersedes_the_older_one_of_the_same_document():
+    jobs = DocumentJobs()
+    first = jobs.start("file:///a.py")
+    other = jobs.start("file:///b.py")
+    assert not first.cancelled() and jobs.running("file:///a.py") is first
+    second = jobs.start("file:///a.py")
+    assert first.cancelled() and first.superseded
+    assert not second.cancelled() and not other.cancelled()
+    jobs.finish(first)  # the old one ends after the new one started: the new one stays
+    assert jobs.running("file:///a.py") is second
+    jobs.finish(second)
+    assert jobs.running("file:///a.py") is None and jobs.running("file:///b.py") is other
+
+
+def test_jobs_of_other_kinds_do_not_supersede_each_other():
+    jobs = DocumentJobs()
+    fill = jobs.start("file:///a.py")
+    completion = jobs.start("file:///a.py", INLINE)
+    assert not fill.cancelled() and jobs.running("file:///a.py", INLINE) is completion
+    newer_completion = jobs.start("file:///a.py", INLINE)
+    assert completion.superseded and not fill.cancelled()
+    assert set(map(id, jobs.of_document("file:///a.py"))) == {id(fill), id(newer_completion)}

@@ -1,0 +1,56 @@
+"""``$/progress`` for one model job: a server-initiated work-done token, a report per step."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+from lsprotocol import types
+
+logger = logging.getLogger("infill-lsp")
+
+
+class StepProgress:
+    """``$/progress`` for one fill (server-initiated token); does nothing if not supported."""
+
+    def __init__(self, server: Any, on_cancel: threading.Event) -> None:
+        self.server = server
+        self.token: str | None = None
+        self.on_cancel = on_cancel
+        self.steps = 1  # the step cap, known once the engine is imported
+
+    async def begin(self, title: str) -> None:
+        if not self.server.supports_progress:
+            return
+        token = f"infill-{uuid.uuid4()}"
+        try:
+            await self.server.work_done_progress.create_async(token)
+        except Exception as error:  # the client refused: go on without progress
+            logger.info("no progress: %s", error)
+            return
+        self.token = token
+        cancel_future = self.server.work_done_progress.tokens.get(token)
+        if cancel_future is not None:
+            cancel_future.add_done_callback(lambda _: self.on_cancel.set())
+        message = "loading the model" if self.server.backend is None else "starting"
+        begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message=message, percentage=0)
+        self.server.work_done_progress.begin(token, begin)
+
+    def report(self, index: int, masked_left: int) -> None:
+        """Called on the event loop after denoising step ``index`` (0-based)."""
+        if self.token is None:
+            return
+        done = index + 1
+        message = f"denoising step {done}/{self.steps}, {masked_left} masked"
+        percentage = min(99, done * 100 // self.steps)
+        report = types.WorkDoneProgressReport(message=message, percentage=percentage)
+        self.server.work_done_progress.report(self.token, report)
+
+    def end(self, message: str) -> None:
+        if self.token is None:
+            return
+        self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
+        self.server.work_done_progress.tokens.pop(self.token, None)
+        self.token = None
