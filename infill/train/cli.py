@@ -87,7 +87,33 @@ def stage_export(args) -> None:
         "seconds": state.get("seconds"),
     }
     (args.to / "training.json").write_text(json.dumps(info, indent=1))
+    (args.to / "README.md").write_text(model_card(model, info, args.out))
     print(f"export: {params / 1e6:.2f}M params, {state['step']} steps -> {args.to}")
+
+
+def model_card(model: InfillModel, info: dict, run: Path) -> str:
+    """A short model card: what the shipped weights are and what they were trained on."""
+    c = model.config
+    manifest_path = run / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    counts = manifest.get("counts", {})
+    heldout = ", ".join(sorted(manifest.get("heldout_packages", [])))
+    hours = (info.get("seconds") or 0) / 3600
+    device = "GPU" if torch.cuda.is_available() else "CPU"
+    return f"""# infill default model
+
+A bidirectional transformer denoiser (masked diffusion) for Python infilling, trained by this
+project with `infill-train` (see the project README for the objective). Weights: float16
+safetensors; loaded as float32.
+
+- Architecture: hidden {c.hidden_size}, {c.num_layers} layers, {c.num_heads} heads, context \
+{c.context_length} tokens, vocabulary {c.vocab_size} (byte-level BPE); {info["params"] / 1e6:.2f}M parameters.
+- Training: {info["steps"]} steps, {info["tokens"] / 1e6:.1f}M tokens, {hours:.2f} h on {device}.
+- Corpus: {counts.get("kept", "?")} Python files of the standard library and installed packages \
+({counts.get("chars_train", 0) / 1e6:.0f}M characters), deduplicated; per-package licenses in the \
+run's manifest.json.
+- Held out (never trained on; used by `infill-bench quality`): {heldout or "see infill/train/corpus.py"}.
+"""
 
 
 def stage_plot(args) -> None:
