@@ -21,6 +21,11 @@ infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--ste
 infill-bench speed [--model DIR]
     Model load time, engine time and end-to-end CLI time for a one-line and a ten-line fill
     in a 200-line file.
+
+infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--json PATH]
+    The language server as an editor sees it (lsp_server.measure): start to `initialize`
+    answer, listing code actions, the first fill (loads the model), a one-line fill in a
+    200-line file and an inline completion (medians of --runs), and the server's memory.
 """
 
 from __future__ import annotations
@@ -501,10 +506,25 @@ def speed(args: argparse.Namespace) -> dict:
     return results
 
 
+def lsp(args: argparse.Namespace) -> dict | None:
+    """lsp_server.measure's numbers, printed as its table; None (and why, on stderr) if the
+    server failed (a model it cannot load, a crash)."""
+    from lsp_server.measure import format_table, measure
+
+    model = str(args.model) if args.model else None
+    try:
+        results = measure(model=model, runs=args.runs, steps=args.steps, threads=args.threads)
+    except RuntimeError as error:
+        print(f"infill-bench lsp: {error}", file=sys.stderr)
+        return None
+    print(format_table(results))
+    return results
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed"])
+    parser.add_argument("what", choices=["quality", "speed", "lsp"])
     parser.add_argument("--model", type=Path, default=None, help="model directory (default: the shipped one)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
@@ -517,13 +537,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
+    parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    results = quality(args) if args.what == "quality" else speed(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.what == "lsp" and args.runs < 1:
+        parser.error("--runs must be at least 1")
+    results = {"quality": quality, "speed": speed, "lsp": lsp}[args.what](args)
+    if results is None:
+        return 1
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

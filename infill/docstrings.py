@@ -30,15 +30,12 @@ import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import tree_sitter
 
-from infill.backend import Denoiser
-from infill.canvas import Canvas
 from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
-from infill.engine import InfillOptions, infill
-from infill.sampler import SampleStats, Step
 from infill.spans import (
     Span,
     _char_offset,
@@ -48,6 +45,12 @@ from infill.spans import (
     _parse,
     _with_decorators,
 )
+
+if TYPE_CHECKING:  # finding sites needs no torch (the language server lists them): see add_docstrings
+    from infill.backend import Denoiser
+    from infill.canvas import Canvas
+    from infill.engine import InfillOptions
+    from infill.sampler import SampleStats, Step
 
 DOCSTRING_BUDGET = 32  # masked positions per docstring unless the options set a budget
 QUOTES = '"""'
@@ -194,6 +197,9 @@ def add_docstrings(
     cancelled: Callable[[], bool] | None = None,
 ) -> DocstringResult:
     """Have the model write a docstring at each site (one infill request for all of them)."""
+    from infill.engine import InfillOptions, infill
+    from infill.sampler import SampleStats
+
     options = options or InfillOptions()
     sites = sorted(sites, key=lambda s: s.start)
     if not sites:

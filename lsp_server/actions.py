@@ -1,24 +1,52 @@
-"""Code actions as plain functions: which fills to offer for a range, and running one.
+"""Code actions as plain functions: which actions to offer for a range, and running one.
 
-Listing (:func:`code_actions`, :func:`quick_fixes`) is instant: it only parses the document
-with tree-sitter to find the node at the cursor or the syntax errors in the range, and returns
-*unresolved* actions whose ``data`` says what to do (:class:`ActionData`: ``{uri, version, mode,
-kind, start, end}``, offsets in characters of the document text at that version).
-:func:`resolve` runs the model on that data and returns a ``WorkspaceEdit``.
+Listing (:func:`list_actions`: :func:`quick_fixes` and :func:`code_actions`) is instant: it only
+parses the document with tree-sitter to find the node at the cursor, the syntax errors in the
+range and the definitions without a docstring, and returns *unresolved* actions whose ``data``
+says what to do (:class:`ActionData`: ``{uri, version, mode, kind, start, end}``, offsets in
+characters of the document text at that version). :func:`run_action` runs the model on that data
+and returns our edits; :func:`resolve` makes them a ``WorkspaceEdit``.
 
-Nothing here knows about the server, the transport or threads; ``infill.engine`` (and so torch)
-is imported only when a fill actually runs, so that listing never pays for it.
+What resolving does, by ``mode``:
+
+- "fill" (a selection) and "node" (the node at the cursor) regenerate the span
+  (:func:`infill.engine.infill`);
+- "fix" re-predicts only the tokens of the span the model finds unlikely and keeps every other
+  byte (:func:`infill.repair.repair`): "Infill: fix selection" / "fix statement on line N";
+- "document" writes docstrings (:func:`infill.docstrings.add_docstrings`): for the definition
+  whose docstring site is ``[start, end)`` (kind "definition"), or for every definition of the
+  file that lacks one (kind "file");
+- "alternative": several fills of a selection sampled as one batch, offered as separate actions
+  ranked by the model's score (:mod:`lsp_server.alternatives`; the server runs it).
+
+Quick fixes for syntax errors: a repair can replace or delete tokens but never insert one, so
+a quick fix uses mode "fix" when every error it covers is an ERROR node with text in it (tokens
+tree-sitter had to skip: the span still has the tokens to correct), and mode "fill" (regenerate
+the statement or lines around the error) when one of them is a MISSING token (something must be
+inserted) or an ERROR node without text. The title says which: "(repair statement on line 5)"
+or "(fill statement on line 5)".
+
+Edits: each mode's edits are minimal (the engine's), in a ``TextDocumentEdit`` carrying the
+document version. When the client supports change annotations, they are ``AnnotatedTextEdit``
+s with one ``ChangeAnnotation`` (label "infill", ``needsConfirmation``, a description with the
+steps and scores) so that the client can show a preview first.
+
+Nothing here knows about the server, the transport or threads; the engine (and so torch) is
+imported only when a fill actually runs, so that listing never pays for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from infill.document import document_from_bytes
+from infill.docstrings import missing_docstring_at, missing_docstrings
+from infill.document import Document, document_from_bytes
+from infill.edits import TextEdit
 from infill.errors import InputError
 from infill.spans import Span, node_at_offset, validate_spans
 from lsp_server import diagnostics
@@ -31,29 +59,44 @@ if TYPE_CHECKING:
 BASE_KIND = "refactor.rewrite.infill"
 SELECTION_KIND = f"{BASE_KIND}.selection"
 NODE_KIND = f"{BASE_KIND}.node"
+FIX_KIND = f"{BASE_KIND}.fix"
+ALTERNATIVES_KIND = f"{BASE_KIND}.alternatives"
+DOCSTRING_KIND = f"{BASE_KIND}.docstring"
+FILE_DOCSTRINGS_KIND = "source.infill.docstrings"  # a whole-file action: "Source Action..."
 QUICK_FIX_KIND = types.CodeActionKind.QuickFix.value  # "quickfix"
-CODE_ACTION_KINDS = [QUICK_FIX_KIND, SELECTION_KIND, NODE_KIND]
+CODE_ACTION_KINDS = [
+    QUICK_FIX_KIND,
+    SELECTION_KIND,
+    NODE_KIND,
+    FIX_KIND,
+    ALTERNATIVES_KIND,
+    DOCSTRING_KIND,
+    FILE_DOCSTRINGS_KIND,
+]
 
 SELECTION = "selection"
 NODE_KINDS = ("statement", "body", "expression")
 """Node kinds that "fill node at cursor" considers; the smallest one around the cursor wins."""
 LINES = "lines"
-SPAN_KINDS = (SELECTION, *NODE_KINDS, LINES)
-"""What an action's span is (it names the span in messages): a selection, a node, whole lines."""
+DEFINITION, FILE = "definition", "file"
+SPAN_KINDS = (SELECTION, *NODE_KINDS, LINES, DEFINITION, FILE)
+"""What an action's span is (it names the span in messages): a selection, a node, whole lines,
+a definition's docstring site, the whole file."""
 
 FILL, NODE, FIX, DOCUMENT, ALTERNATIVE = "fill", "node", "fix", "document", "alternative"
 MODES = (FILL, NODE, FIX, DOCUMENT, ALTERNATIVE)
-"""What resolving an action does. "fill" (a selection) and "node" (the node at the cursor)
-regenerate the span; "fix" (a quick fix for a syntax error) regenerates the statement or lines
-around the error, as a plain fill until the engine has a repair mode; "document" and
-"alternative" are reserved for later actions (resolving them is an error for now)."""
-RESOLVABLE_MODES = (FILL, NODE, FIX)
+"""What resolving an action does (see the module docstring)."""
+RESOLVABLE_MODES = (FILL, NODE, FIX, DOCUMENT)
+"""The modes :func:`run_action` runs; "alternative" is :mod:`lsp_server.alternatives`'."""
+
+ANNOTATION_ID = "infill"
 
 
 @dataclass(frozen=True)
 class ActionData:
     """What an unresolved action will do (``mode``) to characters [start, end) of ``uri`` at
-    ``version``."""
+    ``version``. ``candidate``: for an "alternative" action, which of the cached candidates
+    (0 = the best); None for the action that samples them."""
 
     uri: str
     version: int | None
@@ -61,9 +104,13 @@ class ActionData:
     start: int
     end: int
     mode: str = FILL  # one of MODES
+    candidate: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.candidate is None:
+            del data["candidate"]
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> ActionData:
@@ -85,7 +132,51 @@ class ActionData:
         mode = data.get("mode", FILL if kind == SELECTION else NODE)
         if mode not in MODES:
             raise InputError(f"unknown action mode {mode!r}; expected one of {', '.join(MODES)}")
-        return cls(uri, version, kind, start, end, mode)
+        candidate = data.get("candidate")
+        if candidate is not None and not (_is_int(candidate) and candidate >= 0 and mode == ALTERNATIVE):
+            raise InputError(f"the code action's candidate is invalid: {candidate!r}")
+        return cls(uri, version, kind, start, end, mode, candidate)
+
+
+@dataclass
+class Outcome:
+    """What running an action produced: edits of the text at the action's version."""
+
+    edits: list[TextEdit]  # minimal, character offsets
+    summary: str  # what was done: steps, tokens, scores (the change annotation's description)
+    nothing: str | None = None  # why there is no edit, when there is none
+
+
+# ---------------------------------------------------------------------- listing
+
+
+def list_actions(
+    uri: str,
+    version: int | None,
+    text: str,
+    start: int,
+    end: int,
+    only: Sequence[str] | None = None,
+    encoding: str = UTF16,
+    alternatives: int = 1,
+    ready: Sequence[types.CodeAction] = (),
+) -> list[types.CodeAction]:
+    """Quick fixes first, then ``ready`` (resolved actions, such as the alternatives sampled for
+    this range), then the other actions (:func:`code_actions`, offering ``alternatives``
+    candidates); an action that would do what an earlier one does (same mode, span and
+    candidate) is left out, and so is one of a kind that ``only`` filters out."""
+    found = quick_fixes(uri, version, text, start, end, only, encoding)
+    found += [action for action in ready if kind_allowed(action.kind or "", only)]
+    found += code_actions(uri, version, text, start, end, only, alternatives)
+    seen: set[tuple[Any, ...]] = set()
+    unique = []
+    for action in found:
+        data = action.data
+        key = (data["mode"], data["start"], data["end"], data.get("candidate"))
+        if key not in seen:
+            seen.add(key)
+            unique.append(action)
+    return unique
 
 
 def code_actions(
@@ -95,18 +186,24 @@ def code_actions(
     start: int,
     end: int,
     only: Sequence[str] | None = None,
+    alternatives: int = 1,
 ) -> list[types.CodeAction]:
-    """Unresolved fill actions for the characters [start, end) of ``text`` (no model run).
+    """Unresolved actions for the characters [start, end) of ``text`` (no model run), in order:
 
-    - "Fill selection" when the range is not empty;
-    - "Fill <node>" for the smallest statement, function/class body or expression around the
+    - "fill selection" when the range is not empty;
+    - "fill <node>" for the smallest statement, function/class body or expression around the
       cursor (for a selection: around its start, and containing all of it), unless that is the
-      selection itself.
+      selection itself;
+    - "fix selection", or "fix <statement>" for the smallest statement around the cursor;
+    - "fill selection (N alternatives)" for a selection, when ``alternatives`` is at least 2;
+    - "add docstring to <definition>" when the innermost definition around the start lacks one;
+    - "add missing docstrings in file (N)" when some definition lacks one.
 
     ``only`` is the client's ``context.only`` filter (hierarchical code action kinds).
     """
     actions = []
-    if start < end and kind_allowed(SELECTION_KIND, only) and _fillable(text, start, end):
+    selection = start < end and _fillable(text, start, end)
+    if selection and kind_allowed(SELECTION_KIND, only):
         data = ActionData(uri, version, SELECTION, start, end, FILL)
         actions.append(_action("Infill: fill selection", SELECTION_KIND, data))
     if kind_allowed(NODE_KIND, only):
@@ -115,6 +212,30 @@ def code_actions(
             span, kind = found
             data = ActionData(uri, version, kind, span.start, span.end, NODE)
             actions.append(_action(f"Infill: fill {span.label}", NODE_KIND, data))
+    if kind_allowed(FIX_KIND, only):
+        if selection:
+            data = ActionData(uri, version, SELECTION, start, end, FIX)
+            actions.append(_action("Infill: fix selection", FIX_KIND, data))
+        elif start == end:
+            statement = node_at_offset(text, start, "statement")
+            if statement is not None and statement.start < statement.end:
+                data = ActionData(uri, version, "statement", statement.start, statement.end, FIX)
+                actions.append(_action(f"Infill: fix {statement.label}", FIX_KIND, data))
+    if selection and alternatives >= 2 and kind_allowed(ALTERNATIVES_KIND, only):
+        data = ActionData(uri, version, SELECTION, start, end, ALTERNATIVE)
+        title = f"Infill: fill selection ({alternatives} alternatives)"
+        actions.append(_action(title, ALTERNATIVES_KIND, data))
+    if kind_allowed(DOCSTRING_KIND, only):
+        site = missing_docstring_at(text, start)
+        if site is not None:
+            data = ActionData(uri, version, DEFINITION, site.start, site.end, DOCUMENT)
+            actions.append(_action(f"Infill: add docstring to {site.name}", DOCSTRING_KIND, data))
+    if kind_allowed(FILE_DOCSTRINGS_KIND, only):
+        sites = missing_docstrings(text)
+        if sites:
+            data = ActionData(uri, version, FILE, 0, len(text), DOCUMENT)
+            title = f"Infill: add missing docstrings in file ({len(sites)})"
+            actions.append(_action(title, FILE_DOCSTRINGS_KIND, data))
     return actions
 
 
@@ -127,11 +248,12 @@ def quick_fixes(
     only: Sequence[str] | None = None,
     encoding: str = UTF16,
 ) -> list[types.CodeAction]:
-    """A quick fix (kind "quickfix", mode "fix") per syntax error touching ``[start, end]``.
+    """A quick fix (kind "quickfix") per syntax error touching ``[start, end]``.
 
     The errors are found again here (the same function that publishes them, so the attached
     diagnostics equal the published ones); errors whose fixes regenerate the same span share one
-    action. Unresolved: the span is filled when the client resolves it.
+    action. Its mode is "fix" (repair) if every error it covers still has tokens, else "fill"
+    (see the module docstring). Unresolved: the model runs when the client resolves it.
     """
     if not kind_allowed(QUICK_FIX_KIND, only):
         return []
@@ -142,12 +264,20 @@ def quick_fixes(
             fixes.setdefault((span.start, span.end), (span, kind, []))[2].append(problem)
     actions = []
     for span, kind, problems in fixes.values():
-        data = ActionData(uri, version, kind, span.start, span.end, FIX)
-        action = _action(f"Infill: fix syntax error (fill {span.label})", QUICK_FIX_KIND, data)
+        mode = FIX if all(has_tokens(text, problem) for problem in problems) else FILL
+        data = ActionData(uri, version, kind, span.start, span.end, mode)
+        verb = "repair" if mode == FIX else "fill"
+        action = _action(f"Infill: fix syntax error ({verb} {span.label})", QUICK_FIX_KIND, data)
         action.diagnostics = diagnostics.to_diagnostics(text, problems, encoding)
         action.is_preferred = True
         actions.append(action)
     return actions
+
+
+def has_tokens(text: str, problem: diagnostics.SyntaxProblem) -> bool:
+    """Whether a repair can fix ``problem``: an ERROR node with text (tokens to replace or
+    delete); not a MISSING token, which needs an insertion."""
+    return problem.code == diagnostics.SYNTAX_ERROR and bool(text[problem.start : problem.end].strip())
 
 
 def node_at_cursor(text: str, start: int, end: int | None = None) -> tuple[Span, str] | None:
@@ -176,6 +306,71 @@ def kind_allowed(kind: str, only: Sequence[str] | None) -> bool:
     return any(kind == wanted or kind.startswith(f"{wanted}.") or wanted == "" for wanted in only)
 
 
+# ---------------------------------------------------------------------- resolving
+
+
+def run_action(
+    denoiser: Denoiser,
+    text: str,
+    data: ActionData,
+    options: InfillOptions | None = None,
+    on_step: Callable[[Any, Any], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Outcome:
+    """Run the action ``data`` describes on ``text`` (the document at ``data.version``).
+
+    InputError for a bad span or a mode this function does not run; ``infill.errors.Cancelled``
+    if ``cancelled()`` turns true.
+    """
+    from infill.engine import InfillOptions, infill  # torch: only when a fill runs
+
+    if data.mode not in RESOLVABLE_MODES:
+        raise InputError(f"{data.mode!r} actions are not resolved here")
+    check_span(text, data)
+    options = options or InfillOptions()
+    document = text_document(text)
+    span = Span(data.start, data.end, describe(text, data))
+    if data.mode == FIX:
+        return _repair(denoiser, document, span, options, on_step, cancelled)
+    if data.mode == DOCUMENT:
+        return _document(denoiser, document, data, options, on_step, cancelled)
+    result = infill(denoiser, document, [span], options, on_step=on_step, cancelled=cancelled)
+    summary = f"fill {span.label}: {_steps(result.stats)}"
+    return Outcome(result.edits, summary, None if result.edits else "the model wrote the same text")
+
+
+def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
+    from infill.repair import RepairOptions, repair
+
+    repair_options = RepairOptions(sampler=options.sampler, context_length=options.context_length)
+    result = repair(denoiser, document, [span], repair_options, on_step=on_step, cancelled=cancelled)
+    flagged = result.flagged
+    summary = f"fix {span.label}: {len(flagged)} unlikely token(s) re-predicted, {_steps(result.stats)}"
+    if result.edits:
+        return Outcome(result.edits, summary)
+    nothing = "the model found no unlikely token" if not flagged else "the model kept every unlikely token"
+    return Outcome([], summary, nothing)
+
+
+def _document(denoiser, document, data, options, on_step, cancelled) -> Outcome:
+    from infill.docstrings import add_docstrings
+
+    if data.kind == FILE:
+        sites = missing_docstrings(document.text)
+        if not sites:
+            return Outcome([], "no docstring to add", "every function and class has a docstring")
+    else:
+        sites = [s for s in missing_docstrings(document.text) if (s.start, s.end) == (data.start, data.end)]
+        if not sites:
+            raise InputError(f"no definition without a docstring at characters {data.start}-{data.end}")
+    result = add_docstrings(denoiser, document, sites, options, on_step=on_step, cancelled=cancelled)
+    written = [fill for fill in result.fills if fill.edit is not None]
+    names = ", ".join(fill.site.name for fill in written) or "none"
+    summary = f"{len(written)} of {len(sites)} docstring(s) written ({names}), {_steps(result.stats)}"
+    reasons = sorted({fill.reason for fill in result.fills if fill.reason})
+    return Outcome(result.edits, summary, None if written else "; ".join(reasons) or "no docstring written")
+
+
 def resolve(
     denoiser: Denoiser,
     text: str,
@@ -185,35 +380,77 @@ def resolve(
     document_changes: bool = True,
     on_step: Callable[[Any, Any], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    annotate: bool = False,
 ) -> types.WorkspaceEdit:
-    """Run the fill ``data`` describes on ``text`` (the document at ``data.version``).
+    """:func:`run_action`, its edits made a ``WorkspaceEdit`` (see :func:`workspace_edit`)."""
+    outcome = run_action(denoiser, text, data, options, on_step, cancelled)
+    return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
 
-    The edit is a ``TextDocumentEdit`` for ``data.uri`` at ``data.version`` (an
-    ``OptionalVersionedTextDocumentIdentifier``), so a client refuses it if the document has
-    changed since; with ``document_changes=False`` (a client without ``documentChanges``
-    support) it goes in ``changes`` instead, without a version. No change: no text edits.
-    InputError for a bad span, ``infill.errors.Cancelled`` if ``cancelled()`` turns true.
+
+def workspace_edit(
+    uri: str,
+    version: int | None,
+    text: str,
+    outcome: Outcome,
+    encoding: str = UTF16,
+    document_changes: bool = True,
+    annotate: bool = False,
+) -> types.WorkspaceEdit:
+    """The outcome's edits of ``text`` (``uri`` at ``version``) as a ``WorkspaceEdit``.
+
+    A ``TextDocumentEdit`` for ``uri`` at ``version`` (an ``OptionalVersionedTextDocumentIdentifier``),
+    so a client refuses it if the document has changed since; with ``document_changes=False`` (a
+    client without ``documentChanges`` support) the edits go in ``changes`` instead, without a
+    version. With ``annotate`` (and ``documentChanges``), the edits are ``AnnotatedTextEdit`` s of
+    one ``ChangeAnnotation`` that needs confirmation, described by ``outcome.summary``. No change:
+    no text edits.
     """
-    from infill.engine import infill  # torch: only when a fill runs
+    edits: list[Any] = to_lsp_edits(text, outcome.edits, encoding)
+    if not document_changes:
+        return types.WorkspaceEdit(changes={uri: edits})
+    annotations = None
+    if annotate:
+        edits = [
+            types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text, annotation_id=ANNOTATION_ID)
+            for edit in edits
+        ]
+        annotation = types.ChangeAnnotation(
+            label="infill", needs_confirmation=True, description=outcome.summary
+        )
+        annotations = {ANNOTATION_ID: annotation}
+    identifier = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+    return types.WorkspaceEdit(
+        document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)],
+        change_annotations=annotations,
+    )
 
-    if data.mode not in RESOLVABLE_MODES:
-        raise InputError(f"{data.mode!r} actions are not supported by this server yet")
+
+def check_span(text: str, data: ActionData) -> None:
     if data.end > len(text):
         raise InputError(
             f"the code action covers characters {data.start}-{data.end}, "
             f"but the document has only {len(text)}"
         )
+
+
+def text_document(text: str) -> Document:
+    """The engine's document for an editor's text (offsets are the text's own, a BOM included)."""
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
-    span = Span(data.start, data.end, data.kind)
-    # FIX: a plain fill of the statement or lines around the error, until the engine can repair.
-    result = infill(denoiser, document, [span], options, on_step=on_step, cancelled=cancelled)
-    edits = to_lsp_edits(text, result.edits, encoding)
-    if not document_changes:
-        return types.WorkspaceEdit(changes={data.uri: edits})
-    identifier = types.OptionalVersionedTextDocumentIdentifier(uri=data.uri, version=data.version)
-    return types.WorkspaceEdit(
-        document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)]
-    )
+    return dataclasses.replace(document, text=text) if document.text != text else document
+
+
+def describe(text: str, data: ActionData) -> str:
+    """What the action's span is, for messages: "selection", "statement on line 5", "lines 2-3"."""
+    if data.kind in (SELECTION, FILE):
+        return data.kind
+    first = text.count("\n", 0, data.start) + 1
+    last = text.count("\n", 0, max(data.start, data.end - 1)) + 1
+    where = f"line {first}" if first == last else f"lines {first}-{last}"
+    return where if data.kind == LINES else f"{data.kind} on {where}"
+
+
+def _steps(stats: Any) -> str:
+    return f"{stats.steps} denoising step(s), {stats.forward_passes} forward pass(es)"
 
 
 def _action(title: str, kind: str, data: ActionData) -> types.CodeAction:

@@ -14,7 +14,8 @@ Usage::
 
     python -m lsp_server.measure --model DIR [--runs 5] [--steps N] [--threads N] [--json]
 
-Prints a small table, or the numbers as JSON with ``--json``.
+Prints a small table, or the numbers as JSON with ``--json``. ``infill-bench lsp`` runs the same
+measurements (:func:`measure`, :func:`format_table`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@
 - ``didOpen``/``didChange`` publish the document's syntax errors (tree-sitter ERROR and MISSING
   nodes) as diagnostics with the document version; a fixed document gets an empty list
   (:mod:`lsp_server.diagnostics`).
-- ``textDocument/codeAction`` lists fills and quick fixes for syntax errors without running the
-  model (instant; :mod:`lsp_server.actions`).
+- ``textDocument/codeAction`` lists fills, fixes (repair), docstrings, alternatives and quick
+  fixes for syntax errors without running the model (instant; :mod:`lsp_server.actions`), and
+  the alternatives already sampled for the range (:mod:`lsp_server.alternatives`), resolved.
 - ``codeAction/resolve`` and ``textDocument/inlineCompletion`` (:mod:`lsp_server.inline`) run the
   model in a worker thread (one job at a time), so the server keeps answering; the model is
   loaded there on first use and kept (loaded again when the model path changes). Denoising
@@ -15,7 +16,9 @@
   ``$/cancelRequest``, a cancelled progress, and a newer request for the same document
   (:mod:`lsp_server.jobs`) stop the sampler at its next step; the request then answers
   RequestCancelled. If the document changed since the action was listed, the answer is a
-  ContentModified error, never a stale edit.
+  ContentModified error, never a stale edit. An edit that needs the user's confirmation is
+  annotated as such when the client supports change annotations. A resolve that changes nothing
+  says why in a ``window/showMessage`` (Info).
 - Bad requests (unknown document, range past the end, not Python, foreign action data) get a
   JSON-RPC error; a model that cannot be loaded is shown once (``window/showMessage``) and its
   requests fail; the server keeps running.
@@ -50,6 +53,7 @@ from pygls.workspace import TextDocument
 from infill import __version__
 from infill.errors import Cancelled, InputError
 from lsp_server import actions, diagnostics, inline
+from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
 from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
 from lsp_server.positions import (
     ENCODINGS,
@@ -91,6 +95,7 @@ class InfillLanguageServer(LanguageServer):
         self._backend_lock = asyncio.Lock()
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
         self.jobs = DocumentJobs()
+        self.alternatives = AlternativeSets()  # the candidates last sampled, per document
         self.over_tcp = False
 
     # ------------------------------------------------------------------ client facts
@@ -116,6 +121,12 @@ class InfillLanguageServer(LanguageServer):
     @property
     def supports_document_changes(self) -> bool:
         return bool(self._capability("workspace", "workspace_edit", "document_changes"))
+
+    @property
+    def supports_change_annotations(self) -> bool:
+        return self.supports_document_changes and bool(
+            self._capability("workspace", "workspace_edit", "change_annotation_support")
+        )
 
     @property
     def supports_configuration(self) -> bool:
@@ -304,18 +315,24 @@ def did_open(ls: InfillLanguageServer, params: types.DidOpenTextDocumentParams) 
 
 
 def did_change(ls: InfillLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.publish_diagnostics(params.text_document.uri)
+    uri = params.text_document.uri
+    document = ls.workspace.text_documents.get(unquote(uri))
+    if document is not None:  # the alternatives follow an applied candidate, else are dropped
+        ls.alternatives.changed(uri, document.version, document.source)
+    ls.publish_diagnostics(uri)
 
 
 def did_close(ls: InfillLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     for job in ls.jobs.of_document(uri):
         job.cancel.set()  # nobody waits for this document's edits any more
+    ls.alternatives.closed(uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
 def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """List quick fixes and fills for the range; instant (no model run)."""
+    """List quick fixes, fills, fixes, docstrings and alternatives for the range; instant (no
+    model run): the alternatives already sampled for it come resolved."""
     uri = params.text_document.uri
     document = ls.python_document(uri)
     text = document.source
@@ -323,13 +340,19 @@ def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> lis
         start, end = range_to_offsets(text, params.range, ls.position_encoding)
     except PositionError as error:
         raise JsonRpcInvalidParams(f"{uri}: {error}") from None
-    only = params.context.only
-    fixes = actions.quick_fixes(uri, document.version, text, start, end, only, ls.position_encoding)
-    return fixes + actions.code_actions(uri, document.version, text, start, end, only)
+    only, version, encoding = params.context.only, document.version, ls.position_encoding
+    edit_options = (encoding, ls.supports_document_changes, ls.supports_change_annotations)
+    ready = ls.alternatives.actions(uri, version, start, end, *edit_options)
+    alternatives = ls.settings.alternatives
+    return actions.list_actions(uri, version, text, start, end, only, encoding, alternatives, ready)
 
 
 async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction) -> types.CodeAction:
-    """Run the fill in the worker thread; the action comes back with its ``edit``."""
+    """Run the action in the worker thread; the action comes back with its ``edit``.
+
+    An "alternative" action with a candidate is answered from the sampled set (no model run);
+    one without samples the set (one batch) and answers with the best candidate.
+    """
     try:
         data = actions.ActionData.from_json(action.data)
     except InputError as error:
@@ -337,17 +360,35 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
     document = ls.python_document(data.uri)
     _check_version(document, data.uri, data.version)
     text = document.source
+    edit_options = (ls.position_encoding, ls.supports_document_changes, ls.supports_change_annotations)
+    if data.mode == actions.ALTERNATIVE and data.candidate is not None:
+        try:
+            return attrs.evolve(action, edit=ls.alternatives.edit(data, *edit_options))
+        except StaleAlternatives as error:
+            raise JsonRpcContentModified(str(error)) from None
+        except InputError as error:
+            raise JsonRpcInvalidParams(str(error)) from None
 
-    def work(backend, options, on_step, cancelled) -> types.WorkspaceEdit:
-        encoding, changes = ls.position_encoding, ls.supports_document_changes
-        return actions.resolve(backend, text, data, options, encoding, changes, on_step, cancelled)
+    def work(backend, options, on_step, cancelled) -> tuple[Any, actions.Outcome]:
+        if data.mode != actions.ALTERNATIVE:
+            return None, actions.run_action(backend, text, data, options, on_step, cancelled)
+        n = ls.settings.alternatives
+        found = sample_alternatives(backend, text, data, n, options, on_step, cancelled)
+        return found, found.outcome(0)
 
     started = time.perf_counter()
-    edit = await ls.run_model_job(data.uri, work, RESOLVE, progress_title=action.title)
-    message = f"infill: {action.title}: {time.perf_counter() - started:.3f} s"
+    found, outcome = await ls.run_model_job(data.uri, work, RESOLVE, progress_title=action.title)
+    seconds = time.perf_counter() - started
+    message = f"infill: {action.title}: {seconds:.3f} s; {outcome.summary}"
     ls.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=message))
     # Edited (or closed) while the model ran: drop the result.
     _check_version(ls.workspace.text_documents.get(unquote(data.uri)), data.uri, data.version)
+    if found is not None:
+        ls.alternatives.put(found)
+    if not outcome.edits:
+        shown = f"infill: {action.title}: no change ({outcome.nothing})"
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=shown))
+    edit = actions.workspace_edit(data.uri, data.version, text, outcome, *edit_options)
     return attrs.evolve(action, edit=edit)
 
 

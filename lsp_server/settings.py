@@ -7,7 +7,8 @@ section of the client's configuration (``workspace/configuration``,
     {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package
      "steps": 32,                          # cap on denoising passes per fill
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
-     "alternatives": 1,                    # inline completions to offer (when temperature > 0)
+     "alternatives": 3,                    # candidates of "fill selection (N alternatives)",
+                                           # and inline completions (when temperature > 0)
      "contextLength": 256,                 # context window (canvas length); default: the model's
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
@@ -37,7 +38,7 @@ class Settings:
     temperature: float | None = None
     context_length: int | None = None
     threads: int | None = None
-    alternatives: int = 1
+    alternatives: int = 3  # 1: no "fill selection (N alternatives)" action
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""

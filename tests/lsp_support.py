@@ -63,6 +63,27 @@ def slow_model_dir(tmp_path_factory) -> pathlib.Path:
     return _built["slow"]
 
 
+def contrarian_model_dir(tmp_path_factory) -> pathlib.Path:
+    """The tiny model with its final norm negated and scaled up (x -100): every visible token gets
+    a probability near 0, so a repair (fix mode) flags as many tokens as it may and rewrites them.
+    Random weights, still: it checks that fix actions repair (minimal edits), not what they write."""
+    if "contrarian" not in _built:
+        import torch
+
+        from infill.model import InfillModel
+        from infill.tokenizer import CodeTokenizer
+
+        tiny = tiny_model_dir(tmp_path_factory)
+        model = InfillModel.from_pretrained(tiny)
+        with torch.no_grad():
+            model.norm.weight.mul_(-100)
+        directory = tmp_path_factory.mktemp("contrarian-model")
+        model.save_pretrained(directory)
+        CodeTokenizer.load(tiny).save(directory)
+        _built["contrarian"] = directory
+    return _built["contrarian"]
+
+
 def initialize_params(capabilities: str | types.ClientCapabilities, options: dict) -> types.InitializeParams:
     if isinstance(capabilities, str):
         capabilities = client_capabilities(capabilities)

@@ -50,3 +50,28 @@ def test_measure_reports_a_model_that_cannot_load(tmp_path):
     command += ["--runs", "1", "--threads", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert done.returncode == 1 and "cannot load the model" in done.stderr
+
+
+def test_infill_bench_lsp_runs_on_a_tiny_model(tiny_model, tmp_path, capsys):
+    from infill.bench import main
+
+    written = tmp_path / "lsp.json"
+    argv = ["lsp", "--model", str(tiny_model), "--runs", "1", "--threads", "1", "--steps", "4"]
+    assert main([*argv, "--json", str(written)]) == 0
+    table = capsys.readouterr().out
+    assert (
+        f"infill-lsp, model: {tiny_model}" in table and "one-line fill, 200-line file (median of 1)" in table
+    )
+    results = json.loads(written.read_text())
+    assert results["runs"] == 1 and results["file_lines"] == 200
+    for key in ("initialize_s", "list_actions_s", "first_fill_s", "fill_s", "inline_s"):
+        assert results[key] > 0, key
+
+
+def test_infill_bench_lsp_fails_cleanly_without_a_model(tmp_path, capsys):
+    from infill.bench import main
+
+    assert main(["lsp", "--model", str(tmp_path / "missing"), "--runs", "1", "--threads", "1"]) == 1
+    assert "infill-bench lsp:" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["lsp", "--runs", "0"])

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from lsp_support import tiny_model_dir
+from lsp_support import contrarian_model_dir, tiny_model_dir
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "nvim" / "fill_action.lua"
@@ -46,6 +46,11 @@ LINES = [
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> pathlib.Path:
     return tiny_model_dir(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def contrarian_model(tmp_path_factory) -> pathlib.Path:
+    return contrarian_model_dir(tmp_path_factory)
 
 
 def run_nvim(
@@ -112,14 +117,15 @@ def test_nvim_fills_a_selection_through_code_action_resolve(tmp_path, tiny_model
     assert_changed_only_inside(LINES, first, last, original, written)
 
 
-def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(tmp_path, tiny_model):
+def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(tmp_path, contrarian_model):
     broken = list(LINES)
     broken[10] = "    total = = sum(values)"
-    report, original, written = run_action(tmp_path, tiny_model, broken, 10, 10, mode="fix")
+    # The quick fix repairs (re-predicts unlikely tokens): a model that disbelieves them all.
+    report, original, written = run_action(tmp_path, contrarian_model, broken, 10, 10, mode="fix")
     assert report["steps"] == ["initialized", "diagnostics", "listed", "resolved", "written"]
     [published] = report["published"]
     assert published["source"] == "infill" and published["message"] == 'syntax error: unexpected "="'
     assert (published["lnum"], published["col"], published["end_col"]) == (10, 12, 13)
     assert report["kind"] == "quickfix"
-    assert report["titles"][0] == "Infill: fix syntax error (fill statement on line 11)"
+    assert report["titles"][0] == "Infill: fix syntax error (repair statement on line 11)"
     assert_changed_only_inside(broken, 10, 10, original, written)

@@ -7,8 +7,9 @@
 --     filetypes = { 'python' },                      -- buffers to attach to (default)
 --   }
 --
--- Fills are code actions ("Infill: fill selection", "Infill: fill statement on line N", and
--- quick fixes for syntax errors): use vim.lsp.buf.code_action() / range_code_action(). Only
+-- Fills are code actions ("Infill: fill selection", "Infill: fill statement on line N", "fix",
+-- "add docstring", "fill selection (N alternatives)", and quick fixes for syntax errors): use
+-- vim.lsp.buf.code_action() / range_code_action(). Only
 -- APIs present in Neovim 0.7 are used (vim.lsp.start_client + vim.lsp.buf_attach_client).
 
 local M = {}
