@@ -46,7 +46,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from infill.backend import Denoiser, load_backend
+from infill.backend import DEFAULT_MODEL_DIR, Denoiser, load_backend
 from infill.document import Document, document_from_bytes
 from infill.engine import InfillOptions, infill
 from infill.errors import InputError
@@ -521,10 +521,34 @@ def lsp(args: argparse.Namespace) -> dict | None:
     return results
 
 
+def sizes(args: argparse.Namespace) -> dict:
+    """Size against speed: random-weight models of several sizes, one-line fill, fixed passes."""
+    import torch
+
+    from infill.sizes import CONTEXTS, SIZES, format_rows, measure_size
+    from infill.tokenizer import CodeTokenizer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = CodeTokenizer.load(args.model or DEFAULT_MODEL_DIR)
+    text = speed_file()
+    code = code_lines(text)
+    span = line_span(text, code[len(code) // 2], code[len(code) // 2])
+    rows = []
+    for context in CONTEXTS:
+        for hidden, layers in tqdm(SIZES, desc=f"sizes (context {context})"):
+            row = measure_size(tokenizer, text, span, hidden, layers, context, args.passes, args.repeat)
+            rows.append(row)
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes, "
+          f"{torch.get_num_threads()} threads")  # fmt: skip
+    print(format_rows(rows))
+    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows]}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp"])
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes"])
     parser.add_argument("--model", type=Path, default=None, help="model directory (default: the shipped one)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
@@ -537,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
+    parser.add_argument("--passes", type=int, default=12, help="sizes: denoising passes per fill")
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser
@@ -547,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.what == "lsp" and args.runs < 1:
         parser.error("--runs must be at least 1")
-    results = {"quality": quality, "speed": speed, "lsp": lsp}[args.what](args)
+    results = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes}[args.what](args)
     if results is None:
         return 1
     if args.json:

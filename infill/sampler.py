@@ -30,6 +30,7 @@ class SamplerConfig:
     commit_threshold: float = 0.9  # commit every masked position at least this confident
     remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
     max_revisions: int = 2  # per position, so that sampling always converges
+    nulls_from_end: bool = True  # <null> only at a span's end or before another null (see below)
     temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
     seed: int | None = None
 
@@ -103,8 +104,12 @@ def sample(
         remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
 
         # Commit: everything confident, and at least enough to finish in the passes left.
-        predicted = pick_tokens(probs, config.temperature, generator)
-        predicted_p = probs.gather(-1, predicted.unsqueeze(-1)).squeeze(-1)
+        choices = probs
+        if config.nulls_from_end and denoiser.null_id is not None:
+            choices = probs.clone()
+            choices[..., denoiser.null_id] *= null_allowed(x, editable, denoiser.null_id)
+        predicted = pick_tokens(choices, config.temperature, generator)
+        predicted_p = choices.gather(-1, predicted.unsqueeze(-1)).squeeze(-1)
         score = torch.where(masked, predicted_p, torch.tensor(-1.0))
         quota = torch.ceil(masked.sum(1) / (config.steps - step)).long()  # (B,)
         rank = score.argsort(dim=1, descending=True).argsort(dim=1)
@@ -130,6 +135,19 @@ def sample(
         converged=converged,
     )
     return SampleResult(x, confidence, stats)
+
+
+def null_allowed(x: torch.Tensor, editable: torch.Tensor, null_id: int) -> torch.Tensor:
+    """Where <null> may be committed now: at the last position of a span, or just before a null.
+
+    Training pads a span's content with nulls at its end, so a null in the middle tells the model
+    that the content is over, and a confident early null would cut the fill short. Growing the
+    nulls from the end keeps every canvas the sampler visits shaped like the training data."""
+    next_editable = torch.zeros_like(editable)
+    next_editable[:, :-1] = editable[:, 1:]
+    next_null = torch.zeros_like(editable)
+    next_null[:, :-1] = x[:, 1:] == null_id
+    return editable & (~next_editable | next_null)
 
 
 def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:

@@ -289,3 +289,24 @@ def test_converged_is_false_when_only_the_step_cap_prevented_a_revision(tiny_tok
     believed = probs[0].gather(-1, trace[-1].ids[0, :, None]).squeeze(-1)
     assert (believed[editable[0]] < 0.2).all()
     assert result.stats.converged is False
+
+
+@pytest.mark.parametrize("nulls_from_end", [True, False])
+def test_nulls_grow_from_the_end_of_a_span(tiny_tokenizer, make_oracle, nulls_from_end):
+    """A null in the middle of a span would tell the model the content is over: nulls are only
+    committed at the span's end or just before another null, unless the rule is switched off."""
+    canvas, editable, target = problem(tiny_tokenizer, count=12)
+    null = tiny_tokenizer.null_id
+    target[6] = null  # the model is sure of a null in the middle, before more content
+    target[12:16] = null  # and of the padding at the end
+    oracle = make_oracle(target, confidence=0.99)
+
+    result, trace = run(oracle, canvas, editable, steps=12, nulls_from_end=nulls_from_end)
+
+    def null_before_content(ids) -> bool:
+        span = ids[0, 4:16].tolist()
+        return any(a == null and b != null for a, b in zip(span, span[1:]))
+
+    assert any(null_before_content(step.ids) for step in trace) is not nulls_from_end
+    assert (result.ids[0, 12:16] == null).all()  # the padding is still found
+    assert not (result.ids == tiny_tokenizer.mask_id).any()
