@@ -238,3 +238,18 @@ def test_unknown_kinds_are_refused_before_loading_a_model(capsys):
     with pytest.raises(SystemExit):
         bench.main(["quality", "--kinds", "line,bogus", "--model", "/nonexistent"])
     assert "unknown kind(s) bogus" in capsys.readouterr().err
+
+
+def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_tokenizer):
+    from infill.sizes import format_rows, measure_size
+    from infill.spans import line_span
+
+    text = "".join(f"value_{i} = {i} * 2\n" for i in range(40))
+    row = measure_size(tiny_tokenizer, text, line_span(text, 20, 20), hidden=32, layers=2,
+                       context=64, passes=5, repeat=1)  # fmt: skip
+
+    assert row.passes == 5
+    expected_params = tiny_tokenizer.vocab_size * 32 + 2 * (4 * 32 * 32 + 3 * 32 * 32 * 8 // 3)
+    assert abs(row.params - expected_params) / expected_params < 0.2  # embeddings + attention + MLP
+    assert 0 < row.pass_ms <= row.fill_ms
+    assert "hidden" in format_rows([row]) and f"{row.fill_ms:8.0f}" in format_rows([row])
