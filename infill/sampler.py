@@ -107,7 +107,7 @@ def sample(
         choices = probs
         if config.nulls_from_end and denoiser.null_id is not None:
             choices = probs.clone()
-            choices[..., denoiser.null_id] *= null_allowed(x, editable, denoiser.null_id)
+            choices[..., denoiser.null_id] *= null_allowed(x, masked, editable, probs, denoiser.null_id)
         predicted = pick_tokens(choices, config.temperature, generator)
         predicted_p = choices.gather(-1, predicted.unsqueeze(-1)).squeeze(-1)
         score = torch.where(masked, predicted_p, torch.tensor(-1.0))
@@ -137,17 +137,26 @@ def sample(
     return SampleResult(x, confidence, stats)
 
 
-def null_allowed(x: torch.Tensor, editable: torch.Tensor, null_id: int) -> torch.Tensor:
-    """Where <null> may be committed now: at the last position of a span, or just before a null.
+def null_allowed(
+    x: torch.Tensor, masked: torch.Tensor, editable: torch.Tensor, probs: torch.Tensor, null_id: int
+) -> torch.Tensor:
+    """Where <null> may be committed now: where every later position of the span is null too.
 
     Training pads a span's content with nulls at its end, so a null in the middle tells the model
-    that the content is over, and a confident early null would cut the fill short. Growing the
-    nulls from the end keeps every canvas the sampler visits shaped like the training data."""
-    next_editable = torch.zeros_like(editable)
-    next_editable[:, :-1] = editable[:, 1:]
-    next_null = torch.zeros_like(editable)
-    next_null[:, :-1] = x[:, 1:] == null_id
-    return editable & (~next_editable | next_null)
+    that the content is over, and a confident early null would cut the fill short. A position
+    counts as null if it holds one or, still masked, the model's best guess for it is one; nulls
+    are allowed only in the run of such positions that ends the span."""
+    length = x.size(1)
+    index = torch.arange(length).expand_as(x)
+    null_like = torch.where(masked, probs.argmax(-1) == null_id, x == null_id)
+    content = editable & ~null_like
+
+    def next_after(flags: torch.Tensor) -> torch.Tensor:  # index of the next flagged position after i
+        at = torch.where(flags, index, length)
+        at = torch.cat([at[:, 1:], torch.full_like(at[:, :1], length)], dim=1)
+        return torch.flip(torch.cummin(torch.flip(at, [1]), dim=1).values, [1])
+
+    return editable & (next_after(content) >= next_after(~editable))
 
 
 def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:

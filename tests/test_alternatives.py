@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from samples import AREA_MODULE
 
 from infill.alternatives import alternatives
 from infill.document import document_from_bytes
@@ -15,16 +16,7 @@ from infill.errors import InputError
 from infill.sampler import SamplerConfig
 from infill.spans import Span, line_span
 
-SOURCE = (
-    "import math\n"
-    "\n"
-    "def area(width, height):\n"
-    '    """Area of a rectangle."""\n'
-    "    return width * height\n"
-    "\n"
-    "def circle(radius):\n"
-    "    return math.pi * radius ** 2\n"
-)
+SOURCE = AREA_MODULE
 LEAKS = ("<mask>", "<null>", "<pad>", "<unk>", "<eos>")
 
 

@@ -10,34 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from samples import COUNTER_MODULE, LEAKS
 
 from infill.cli import EXIT_INPUT, EXIT_MODEL, EXIT_OK, main
 
-SOURCE = '''import math
+SOURCE = COUNTER_MODULE
 
-
-def circle_area(radius):
-    """Area of a circle."""
-    return math.pi * radius ** 2
-
-
-def mean(values):
-    total = 0
-    for value in values:
-        total += value
-    return total / len(values)
-
-
-class Counter:
-    def __init__(self):
-        self.count = 0
-
-    def increment(self, step=1):
-        self.count += step
-        return self.count
-'''
-
-LEAKS = ("<mask>", "<null>", "<pad>", "<unk>", "<eos>", "░")
 
 
 @pytest.fixture(scope="module")

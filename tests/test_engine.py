@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 import torch
+from samples import AREA_MODULE
 
 from infill.canvas import default_budget
 from infill.document import document_from_bytes
@@ -16,16 +17,7 @@ from infill.errors import InputError
 from infill.sampler import SamplerConfig, SampleStats
 from infill.spans import Span, line_span, validate_spans
 
-SOURCE = (
-    "import math\n"
-    "\n"
-    "def area(width, height):\n"
-    '    """Area of a rectangle."""\n'
-    "    return width * height\n"
-    "\n"
-    "def circle(radius):\n"
-    "    return math.pi * radius ** 2\n"
-)
+SOURCE = AREA_MODULE
 
 LONG_SOURCE = "".join(f"v{i} = {i}\n" for i in range(120))
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 from lsprotocol import types
+from samples import AREA_MODULE
 
 from infill.docstrings import missing_docstrings
 from infill.document import document_from_bytes
@@ -38,16 +39,7 @@ from lsp_server.alternatives import AlternativeSet, AlternativeSets, StaleAltern
 from lsp_server.positions import position_to_offset
 
 URI = "file:///work/modes.py"
-CORRECT = (
-    "import math\n"
-    "\n"
-    "def area(width, height):\n"
-    '    """Area of a rectangle."""\n'
-    "    return width * height\n"
-    "\n"
-    "def circle(radius):\n"
-    "    return math.pi * radius ** 2\n"
-)
+CORRECT = AREA_MODULE
 BROKEN = CORRECT.replace("width * height", "width - height")  # line 5: one wrong token
 
 

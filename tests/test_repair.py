@@ -6,6 +6,7 @@ import codecs
 
 import pytest
 import torch
+from samples import AREA_MODULE
 
 from infill.document import document_from_bytes
 from infill.edits import TextEdit, apply_edits
@@ -15,16 +16,7 @@ from infill.repair import RepairOptions, document_offsets, repair
 from infill.sampler import SamplerConfig
 from infill.spans import Span, line_span, validate_spans
 
-CORRECT = (
-    "import math\n"
-    "\n"
-    "def area(width, height):\n"
-    '    """Area of a rectangle."""\n'
-    "    return width * height\n"
-    "\n"
-    "def circle(radius):\n"
-    "    return math.pi * radius ** 2\n"
-)
+CORRECT = AREA_MODULE
 BROKEN = CORRECT.replace("width * height", "width - height")  # line 5
 BROKEN_TWICE = BROKEN.replace("math.pi * radius", "math.pi + radius")  # and line 8
 LEAKS = ("<mask>", "<null>", "<pad>", "<unk>", "<eos>")

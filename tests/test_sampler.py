@@ -309,4 +309,5 @@ def test_nulls_grow_from_the_end_of_a_span(tiny_tokenizer, make_oracle, nulls_fr
 
     assert any(null_before_content(step.ids) for step in trace) is not nulls_from_end
     assert (result.ids[0, 12:16] == null).all()  # the padding is still found
+    assert trace[0].committed[0, 12:16].all()  # the null run that ends the span commits at once
     assert not (result.ids == tiny_tokenizer.mask_id).any()
