@@ -15,8 +15,8 @@ import torch
 
 from infill.backend import load_backend
 from infill.train.cli import main as train_main
-from infill.train.corpus import HELDOUT_PACKAGES, ast_spans, build_corpus, load_corpus, package_of
-from infill.train.masking import IGNORE, MaskMix, make_example, span_example
+from infill.train.corpus import HELDOUT_PACKAGES, CorpusFile, ast_spans, build_corpus, load_corpus, package_of
+from infill.train.masking import IGNORE, MaskMix, make_example, multi_span_example, span_example
 
 MODULE = '''"""A module."""
 
@@ -104,6 +104,33 @@ def test_span_example_lays_out_prefix_region_nulls_suffix(tiny_tokenizer):
         assert text[end:].startswith(tok.decode(suffix_ids))
 
 
+def test_multi_span_example_holds_several_spans_each_followed_by_nulls(tiny_tokenizer):
+    tok = tiny_tokenizer
+    text = MODULE.format(n=5) * 3
+    record = CorpusFile(path="m.py", root="", package="m", split="train", text=text, spans=ast_spans(text))
+    clean = MaskMix(region_corruption=0.0, context_corruption_examples=0.0)
+    several = 0
+    for seed in range(60):
+        example = multi_span_example(random.Random(seed), record, tok, 128, clean)
+        if example is None:
+            continue
+        assert len(example.input_ids) == 128
+        region = [i for i, t in enumerate(example.targets) if t != IGNORE]
+        runs = [[region[0]]]
+        for i in region[1:]:
+            runs[-1].append(i) if i == runs[-1][-1] + 1 else runs.append([i])
+        several += len(runs) > 1
+        for run in runs:  # each region: its span's own text, then only nulls
+            targets = [example.targets[i] for i in run]
+            content = [t for t in targets if t != tok.null_id]
+            assert targets[: len(content)] == content
+            assert tok.decode(content) in text
+        # Unmasked positions show the true token; masked ones <mask>.
+        for i in region:
+            assert example.input_ids[i] == (tok.mask_id if example.masked[i] else example.targets[i])
+    assert several >= 12
+
+
 def test_examples_of_every_kind_are_well_formed(tiny_tokenizer, tmp_path, source_root):
     build_corpus(tmp_path / "run", roots=[source_root], near_duplicate_threshold=None)
     records = load_corpus(tmp_path / "run" / "corpus.jsonl.gz", split="train")
@@ -138,6 +165,35 @@ def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_token
     backend = load_backend(export)
     assert backend.context_length == 64
     assert backend.model.embed.weight.dtype == torch.float32  # shipped as fp16, run as fp32
+
+
+def test_training_goes_on_from_an_exported_model(tmp_path, source_root, tiny_tokenizer):
+    """--init-from: start from shipped weights with their tokenizer; totals count on from theirs."""
+    run = tmp_path / "run"
+    build_corpus(run, roots=[source_root], near_duplicate_threshold=None)
+    tiny_tokenizer.save(run)
+    common = ["--seq-len", "64", "--batch-size", "4", "--hidden", "32", "--layers", "2", "--heads", "2"]
+    assert train_main(["model", "--out", str(run), *common, "--steps", "5"]) == 0
+    shipped = tmp_path / "shipped"
+    assert train_main(["export", "--out", str(run), "--to", str(shipped)]) == 0
+
+    again = tmp_path / "again"
+    build_corpus(again, roots=[source_root], near_duplicate_threshold=None)
+    go_on = ["--init-from", str(shipped), *common, "--steps", "8"]
+    assert train_main(["model", "--out", str(again), *go_on]) == 0
+    assert (again / "tokenizer.json").read_text() == (shipped / "tokenizer.json").read_text()
+    state = torch.load(again / "checkpoint" / "state.pt", weights_only=True)
+    assert state["step"] == 8 and state["schedule_start"] == 5
+    before = json.loads((shipped / "training.json").read_text())
+    assert state["tokens"] > before["tokens"]
+    log = [json.loads(line) for line in (again / "log.jsonl").read_text().splitlines()]
+    assert log[0]["step"] == 8 and log[0]["lr"] < 3e-4  # a fresh warmup, not the old schedule's end
+
+    other = tmp_path / "other"
+    build_corpus(other, roots=[source_root], near_duplicate_threshold=None)
+    (other / "tokenizer.json").write_text("{}")
+    with pytest.raises(SystemExit, match="differs"):
+        train_main(["model", "--out", str(other), *go_on])
 
 
 def test_the_same_training_runs_under_torchrun_with_two_processes(tmp_path, source_root, tiny_tokenizer):

@@ -4,6 +4,8 @@
     infill-train corpus --out runs/v0                   # scan installed Python sources
     infill-train tokenizer --out runs/v0 --vocab 8192
     infill-train model --out runs/v0 --steps 2000       # resumes from runs/v0/checkpoint
+    infill-train model --out runs/v1 --init-from infill/default_model --steps 6000
+                                                        # go on from the shipped model (its tokenizer)
     infill-train export --out runs/v0 --to infill/default_model
     infill-train plot --out runs/v0                     # loss curves -> runs/v0/loss.png
 
@@ -54,6 +56,8 @@ def stage_tokenizer(args) -> None:
 
 
 def stage_model(args) -> None:
+    if args.init_from is not None:
+        adopt_tokenizer(args.init_from, args.out)
     tok = CodeTokenizer.load(args.out)
     config = TrainConfig(
         out=args.out,
@@ -65,10 +69,20 @@ def stage_model(args) -> None:
         minutes=args.minutes,
         threads=args.threads,
         bf16=not args.fp32,
+        init_from=args.init_from,
         model={"hidden_size": args.hidden, "num_layers": args.layers, "num_heads": args.heads},
     )
     checkpoint = train(config, tok)
     print(f"model: checkpoint in {checkpoint}")
+
+
+def adopt_tokenizer(model_dir: Path, run: Path) -> None:
+    """Weights only make sense with their own tokenizer: use the model's, refuse a different one."""
+    theirs = (model_dir / "tokenizer.json").read_text()
+    ours = run / "tokenizer.json"
+    if ours.exists() and ours.read_text() != theirs:
+        raise SystemExit(f"infill-train: {ours} differs from {model_dir / 'tokenizer.json'}; use a new --out")
+    ours.write_text(theirs)
 
 
 def stage_export(args) -> None:
@@ -162,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--minutes", type=float, default=None, help="wall-clock budget for this run")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--init-from", type=Path, default=None,
+                        help="model: start from these weights (e.g. infill/default_model); --steps counts on")
     parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=6)

@@ -8,8 +8,13 @@ Prefix, span and suffix are tokenized *separately* (as `infill.canvas` does), th
 (content plus null padding, so the model learns where a span ends) is partly masked with a ratio
 t ~ U(0, 1), and the model learns to predict the original token at every region position.
 Kinds of span, mixed by `MaskMix`: a single line, a block of lines, a random character span, an
-AST node recorded in the corpus (body, docstring, statement, expression, arguments), and plain
-whole-window masking (MDLM style), which keeps the model a general denoiser.
+AST node recorded in the corpus (body, docstring, statement, expression, arguments), several
+spans of those kinds in one window (a multi-span request: many more supervised positions per
+example than one short span gives), and plain whole-window masking (MDLM style), which keeps the
+model a general denoiser.
+
+Null padding: half of the spans get exactly the padding the engine's default budget gives a span
+of that length (`infill.canvas.default_budget`), the others a random 0..max(8, n) nulls.
 
 Random-token corruption: a share of the visible region tokens (and, in some examples, of the
 context) is replaced by random tokens, with the original as the target. It teaches the model to
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from infill.canvas import default_budget
 from infill.tokenizer import SPECIAL_TOKENS, CodeTokenizer
 from infill.train.corpus import CorpusFile
 
@@ -32,11 +38,13 @@ IGNORE = -100
 
 @dataclass
 class MaskMix:
-    line: float = 0.25
-    lines: float = 0.15
-    chars: float = 0.10
-    ast: float = 0.35
-    window: float = 0.15
+    line: float = 0.15
+    lines: float = 0.10
+    chars: float = 0.05
+    ast: float = 0.25
+    multi: float = 0.35
+    window: float = 0.10
+    max_spans: int = 6  # spans in a multi-span example: 2..max_spans
     region_corruption: float = 0.05  # share of visible region tokens replaced by random ones
     context_corruption_examples: float = 0.2  # share of examples whose context is corrupted too
     context_corruption: float = 0.04
@@ -58,23 +66,28 @@ def line_bounds(text: str) -> list[tuple[int, int]]:
     return bounds
 
 
-def pick_span(rng: random.Random, record: CorpusFile, kind: str) -> tuple[int, int] | None:
+SPAN_KINDS = ["line", "lines", "chars", "ast"]
+
+
+def pick_span(
+    rng: random.Random, record: CorpusFile, kind: str, within: tuple[int, int] | None = None
+) -> tuple[int, int] | None:
+    """A span of the given kind, as (start, end) characters; inside `within` when given."""
     text = record.text
-    lines = [b for b in line_bounds(text) if text[b[0] : b[1]].strip()]
-    if not lines:
-        return None
-    if kind == "line":
+    lo, hi = within or (0, len(text))
+    lines = [b for b in line_bounds(text) if lo <= b[0] and b[1] <= hi and text[b[0] : b[1]].strip()]
+    if kind == "line" and lines:
         return rng.choice(lines)
-    if kind == "lines":
+    if kind == "lines" and lines:
         i = rng.randrange(len(lines))
         j = min(len(lines) - 1, i + rng.randint(1, 8))
         return lines[i][0], lines[j][1]
-    if kind == "chars":
-        start = rng.randrange(len(text))
-        return start, min(len(text), start + rng.randint(1, 120))
-    if kind == "ast" and record.spans:
-        _, start, end = rng.choice(record.spans)
-        return start, end
+    if kind == "chars" and hi > lo:
+        start = rng.randrange(lo, hi)
+        return start, min(hi, start + rng.randint(1, 120))
+    nodes = [(a, b) for _, a, b in record.spans if lo <= a and b <= hi]
+    if kind == "ast" and nodes:
+        return rng.choice(nodes)
     return None
 
 
@@ -86,9 +99,14 @@ def make_example(
     mix: MaskMix,
     max_span_tokens: int | None = None,
 ) -> Example:
-    kinds = ["line", "lines", "chars", "ast", "window"]
+    kinds = [*SPAN_KINDS, "multi", "window"]
     kind = rng.choices(kinds, weights=[getattr(mix, k) for k in kinds])[0]
     max_span_tokens = max_span_tokens or seq_len // 2
+    if kind == "multi":
+        example = multi_span_example(rng, record, tok, seq_len, mix)
+        if example is not None:
+            return example
+        kind = "line"
     span = pick_span(rng, record, kind) if kind != "window" else None
     if span is not None:
         example = span_example(rng, record.text, span, tok, seq_len, mix, max_span_tokens)
@@ -102,12 +120,18 @@ def corrupt(rng: random.Random, ids: list[int], share: float, vocab: int, first:
     return [rng.randrange(first, vocab) if rng.random() < share else i for i in ids]
 
 
+def null_padding(rng: random.Random, n: int, seq_len: int) -> int:
+    if rng.random() < 0.5:
+        return default_budget(n, seq_len) - n  # what the engine gives a span of n tokens
+    return rng.randint(0, max(8, n))
+
+
 def span_example(rng, text, span, tok, seq_len, mix, max_span_tokens) -> Example | None:
     start, end = span
     middle = tok.encode(text[start:end])
     if len(middle) > max_span_tokens:
         return None
-    nulls = rng.randint(0, max(8, len(middle)))
+    nulls = null_padding(rng, len(middle), seq_len)
     nulls = min(nulls, max_span_tokens - len(middle), seq_len - len(middle) - 16)
     region = middle + [tok.null_id] * max(nulls, 0)
     room = seq_len - len(region)
@@ -120,25 +144,70 @@ def span_example(rng, text, span, tok, seq_len, mix, max_span_tokens) -> Example
     n_suffix = min(len(suffix), room - n_prefix)
     prefix = prefix[len(prefix) - n_prefix :]
     suffix = suffix[:n_suffix]
+    return assemble(rng, [(prefix, False), (region, True), (suffix, False)], tok, mix, seq_len)
 
+
+def multi_span_example(rng, record: CorpusFile, tok, seq_len, mix) -> Example | None:
+    """Several non-overlapping spans of one window, each tokenized on its own with null padding,
+    between context pieces: the layout of a multi-span request. The window's tail is cut to fit."""
+    text = record.text
+    width = 4 * seq_len  # characters; about 1.2 windows of tokens, so the tail gets cut
+    lo = rng.randrange(max(1, len(text) - width))
+    hi = min(len(text), lo + width)
+    wanted = rng.randint(2, mix.max_spans)
+    spans: list[tuple[int, int]] = []
+    for _ in range(3 * wanted):
+        if len(spans) == wanted:
+            break
+        span = pick_span(rng, record, rng.choice(SPAN_KINDS), within=(lo, hi))
+        if span and span[1] > span[0] and all(span[1] <= a or b <= span[0] for a, b in spans):
+            spans.append(span)
+    if len(spans) < 2:
+        return None
+    spans.sort()
+    pieces: list[tuple[list[int], bool]] = []
+    used, cursor = 0, lo
+    for start, end in spans:
+        context = tok.encode(text[cursor:start])
+        if not pieces:
+            context = context[-(seq_len // 4) :]  # the window's head: at most a quarter
+        middle = tok.encode(text[start:end])
+        region = middle + [tok.null_id] * null_padding(rng, len(middle), seq_len)
+        if used + len(context) + len(region) > seq_len - 8:
+            break
+        pieces += [(context, False), (region, True)]
+        used += len(context) + len(region)
+        cursor = end
+    if not pieces:
+        return None
+    pieces.append((tok.encode(text[cursor:hi])[: seq_len - used], False))
+    return assemble(rng, pieces, tok, mix, seq_len)
+
+
+def assemble(rng, pieces: list[tuple[list[int], bool]], tok, mix, seq_len) -> Example:
+    """Context and region pieces -> one example. Region positions are masked with one ratio
+    t ~ U(0, 1), the visible ones partly corrupted; in some examples the context is corrupted too.
+    Targets: every region position, and each corrupted context position."""
     t = rng.random()
-    masked = [rng.random() < t for _ in region]
-    if not any(masked):
-        masked[rng.randrange(len(region))] = True
     vocab, first = tok.vocab_size, len(SPECIAL_TOKENS)
-    visible = corrupt(rng, region, mix.region_corruption, vocab, first)
-    region_input = [tok.mask_id if m else v for m, v in zip(masked, visible)]
-    targets = [IGNORE] * len(prefix) + list(region) + [IGNORE] * len(suffix)
-    context = prefix + suffix
-    if rng.random() < mix.context_corruption_examples:
-        noisy = corrupt(rng, context, mix.context_corruption, vocab, first)
-        for i, (a, b) in enumerate(zip(context, noisy)):
-            if a != b:
-                pos = i if i < len(prefix) else i + len(region)
-                targets[pos] = a
-        context = noisy
-    ids = context[: len(prefix)] + region_input + context[len(prefix) :]
-    flags = [False] * len(prefix) + masked + [False] * len(suffix)
+    noisy_context = rng.random() < mix.context_corruption_examples
+    ids, targets, flags, region_positions = [], [], [], []
+    for piece, is_region in pieces:
+        if is_region:
+            masked = [rng.random() < t for _ in piece]
+            visible = corrupt(rng, piece, mix.region_corruption, vocab, first)
+            region_positions += range(len(ids), len(ids) + len(piece))
+            ids += [tok.mask_id if m else v for m, v in zip(masked, visible)]
+            targets += piece
+            flags += masked
+        else:
+            noisy = corrupt(rng, piece, mix.context_corruption, vocab, first) if noisy_context else piece
+            ids += noisy
+            targets += [a if a != b else IGNORE for a, b in zip(piece, noisy)]
+            flags += [False] * len(piece)
+    if region_positions and not any(flags):
+        i = rng.choice(region_positions)
+        ids[i], flags[i] = tok.mask_id, True
     return pad(Example(ids, targets, flags), seq_len, tok.pad_id)
 
 

@@ -4,6 +4,9 @@ One loop for one CPU, one GPU, or many under `torchrun` (DistributedDataParallel
 draws its own examples from a rank-seeded generator; rank 0 logs and checkpoints).
 Checkpoints are written atomically every `checkpoint_every` steps into `<out>/checkpoint/`
 (model as safetensors, tokenizer.json, trainer state) and training resumes from there.
+A run can also start from trained weights (`init_from`, e.g. the shipped default model): a fresh
+optimizer and learning-rate schedule, with steps, tokens and seconds counted on from the model's
+training.json so the totals stay honest.
 The log is `<out>/log.jsonl` (train loss, held-out loss, tokens, seconds).
 """
 
@@ -49,14 +52,17 @@ class TrainConfig:
     threads: int | None = None
     seed: int = 0
     bf16: bool = True  # autocast matmuls to bfloat16 (about 1.7x faster on CPUs with AVX512-BF16)
+    init_from: Path | None = None  # start from these weights (no checkpoint yet); `steps` counts on
     model: dict = field(default_factory=lambda: {"hidden_size": 256, "num_layers": 6, "num_heads": 8})
     mix: MaskMix = field(default_factory=MaskMix)
 
 
-def learning_rate(step: int, config: TrainConfig) -> float:
+def learning_rate(step: int, config: TrainConfig, first: int = 0) -> float:
+    """Warmup then cosine decay, over the steps from `first` (where this schedule began) to `steps`."""
+    step, total = step - first, config.steps - first
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
-    progress = min(1.0, (step - config.warmup) / max(1, config.steps - config.warmup))
+    progress = min(1.0, (step - config.warmup) / max(1, total - config.warmup))
     cosine = 0.5 * (1 + math.cos(math.pi * progress))
     return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
 
@@ -120,6 +126,12 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         model = InfillModel.from_pretrained(checkpoint)
         state = torch.load(checkpoint / "state.pt", weights_only=True)
         rng.seed(config.seed * 1000 + rank + state["step"])  # fresh draws after resuming
+    elif config.init_from is not None:
+        model = InfillModel.from_pretrained(config.init_from).float()
+        prior = json.loads((config.init_from / "training.json").read_text())
+        state = {"step": prior["steps"], "tokens": prior["tokens"], "seconds": prior.get("seconds") or 0.0}
+        state["schedule_start"] = state["step"]
+        rng.seed(config.seed * 1000 + rank + state["step"])
     else:
         model_config = InfillConfig(vocab_size=tok.vocab_size, context_length=config.seq_len, **config.model)
         model = InfillModel(model_config)
@@ -141,6 +153,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     eval_batch = sample_batch(eval_rng, heldout, [1] * len(heldout), tok, config, device) if heldout else None
 
     start_step, tokens, started = state["step"], state["tokens"], time.time()
+    first = state.get("schedule_start", 0)
     seconds_before = state.get("seconds", 0.0)
     log = (config.out / "log.jsonl").open("a") if rank == 0 else None
     bar = tqdm(
@@ -153,7 +166,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     step = start_step
     for step in bar:
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, config)
+            group["lr"] = learning_rate(step, config, first)
         batch = sample_batch(rng, records, weights, tok, config, device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
             loss = objective(**batch)
@@ -175,7 +188,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
                 "loss": loss.item(),
                 "tokens": tokens,
                 "seconds": seconds_before + time.time() - started,
-                "lr": learning_rate(step, config),
+                "lr": learning_rate(step, config, first),
             }
             if eval_batch is not None:
                 model.eval()
@@ -186,9 +199,8 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
             log.flush()
         if rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps or out_of_time):
             seconds = seconds_before + time.time() - started
-            save_checkpoint(
-                checkpoint, model, tok, optimizer, {"step": done, "tokens": tokens, "seconds": seconds}
-            )
+            progress = {"step": done, "tokens": tokens, "seconds": seconds, "schedule_start": first}
+            save_checkpoint(checkpoint, model, tok, optimizer, progress)
         if out_of_time:
             break
     if distributed:
