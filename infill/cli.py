@@ -28,7 +28,7 @@ from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
 from infill.repair import RepairOptions, RepairResult, repair
-from infill.sampler import SamplerConfig, SampleStats, Step
+from infill.sampler import LENGTH_POLICIES, SamplerConfig, SampleStats, Step
 from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
 EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="cap on denoising steps (forward passes); default %(default)s")
     sampler.add_argument("--budget", type=int, default=None,
                          help="masked positions per span (default: from the span's current length)")
+    sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,
+                         help="how a span's length is decided: once, from the first pass (default), "
+                         "or free (nulls grow from the span's end)")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
     sampler.add_argument("--temperature", type=float, default=None,
@@ -94,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     options = InfillOptions(  # validates the numbers before anything is loaded
         sampler=SamplerConfig(
             steps=args.steps,
+            length=args.length,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
             temperature=temperature,

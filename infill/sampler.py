@@ -3,6 +3,7 @@
     x = canvas with every editable position set to <mask>
     repeat (at most `steps` passes):
         predict every position with one bidirectional forward pass
+        first pass only: fix each span's length (the rest of its budget becomes <null>)
         re-mask committed tokens whose probability has fallen below `remask_threshold`
         commit masked positions: each above `commit_threshold`, and at least enough of the
             most confident ones to finish within the remaining passes
@@ -23,6 +24,8 @@ import torch
 from infill.backend import Denoiser
 from infill.errors import Cancelled, InputError
 
+LENGTH_POLICIES = ("first-pass", "free")
+
 
 @dataclass
 class SamplerConfig:
@@ -30,7 +33,8 @@ class SamplerConfig:
     commit_threshold: float = 0.9  # commit every masked position at least this confident
     remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
     max_revisions: int = 2  # per position, so that sampling always converges
-    nulls_from_end: bool = True  # <null> only at a span's end or before another null (see below)
+    length: str = "first-pass"  # how a span's length is decided: "first-pass" or "free" (see below)
+    nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
     temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
     seed: int | None = None
 
@@ -42,6 +46,8 @@ class SamplerConfig:
         for name in ("commit_threshold", "remask_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+        if self.length not in LENGTH_POLICIES:
+            raise InputError(f"length must be one of {', '.join(LENGTH_POLICIES)} (got {self.length!r})")
         if self.max_revisions < 0:
             raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
 
@@ -86,6 +92,9 @@ def sample(
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
     x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
+    budget = int(editable[0].sum())
+    padding = torch.zeros_like(editable)
+    fixed_length = config.length == "first-pass" and denoiser.null_id is not None
     revisions = torch.zeros_like(canvas)
     confidence = torch.ones(canvas.shape)
     total_revisions, passes, converged = 0, 0, False
@@ -94,6 +103,12 @@ def sample(
             raise Cancelled("sampling cancelled")
         probs = token_probabilities(denoiser, x)
         passes += 1
+        if fixed_length and step == 0:
+            content = span_lengths(probs, editable, denoiser.null_id)
+            padding = editable & ~content
+            x = torch.where(padding, torch.full_like(x, denoiser.null_id), x)
+            confidence = torch.where(padding, probs[..., denoiser.null_id], confidence)
+            editable = content  # the padding is final; only content positions are denoised
         masked = editable & (x == denoiser.mask_id)
         last = step == config.steps - 1
 
@@ -105,7 +120,10 @@ def sample(
 
         # Commit: everything confident, and at least enough to finish in the passes left.
         choices = probs
-        if config.nulls_from_end and denoiser.null_id is not None:
+        if fixed_length:  # no <null> inside a span's content
+            choices = probs.clone()
+            choices[..., denoiser.null_id] = 0
+        elif config.nulls_from_end and denoiser.null_id is not None:
             choices = probs.clone()
             choices[..., denoiser.null_id] *= null_allowed(x, masked, editable, probs, denoiser.null_id)
         predicted = pick_tokens(choices, config.temperature, generator)
@@ -122,19 +140,44 @@ def sample(
         total_revisions += int(remask.sum())
         if on_step is not None:
             masked_left = int((editable & (x == denoiser.mask_id)).sum())
-            on_step(Step(step, x.clone(), commit, remask, masked_left))
+            newly = commit | padding if step == 0 else commit  # the padding is committed at once
+            on_step(Step(step, x.clone(), newly, remask, masked_left))
         if not masked.any() and not disbelieved.any():
             converged = True  # this pass found everything committed and believed all of it
             break
     stats = SampleStats(
         steps=passes,
         forward_passes=passes,
-        tokens=int(editable[0].sum()),
+        tokens=budget,
         revisions=total_revisions,
         seconds=time.perf_counter() - started,
         converged=converged,
     )
     return SampleResult(x, confidence, stats)
+
+
+def span_lengths(probs: torch.Tensor, editable: torch.Tensor, null_id: int) -> torch.Tensor:
+    """(B, L) bool: the editable positions that hold a span's content; the rest is padding.
+
+    Each span (a run of editable positions) keeps as many leading positions as, on the first pass
+    (every position still masked), the model finds more likely content than <null>: the median
+    length under the model, since padding runs from a span's end. Deciding the length once, up
+    front, avoids the collapse a weak model shows when nulls may grow at any step: each committed
+    null makes its neighbour look like padding too, and the fill ends up a token or two long."""
+    content = torch.zeros_like(editable)
+    for row in range(editable.size(0)):
+        for start, end in runs(editable[row]):
+            length = int((probs[row, start:end, null_id] < 0.5).sum())
+            content[row, start : start + length] = True
+    return content
+
+
+def runs(flags: torch.Tensor) -> list[tuple[int, int]]:
+    """(start, end) of each run of True in a 1-D bool tensor."""
+    edges = torch.diff(flags.long(), prepend=flags.new_zeros(1).long(), append=flags.new_zeros(1).long())
+    starts = (edges == 1).nonzero().flatten().tolist()
+    ends = (edges == -1).nonzero().flatten().tolist()
+    return list(zip(starts, ends))
 
 
 def null_allowed(

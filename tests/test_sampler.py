@@ -301,7 +301,7 @@ def test_nulls_grow_from_the_end_of_a_span(tiny_tokenizer, make_oracle, nulls_fr
     target[12:16] = null  # and of the padding at the end
     oracle = make_oracle(target, confidence=0.99)
 
-    result, trace = run(oracle, canvas, editable, steps=12, nulls_from_end=nulls_from_end)
+    result, trace = run(oracle, canvas, editable, steps=12, length="free", nulls_from_end=nulls_from_end)
 
     def null_before_content(ids) -> bool:
         span = ids[0, 4:16].tolist()
@@ -311,3 +311,31 @@ def test_nulls_grow_from_the_end_of_a_span(tiny_tokenizer, make_oracle, nulls_fr
     assert (result.ids[0, 12:16] == null).all()  # the padding is still found
     assert trace[0].committed[0, 12:16].all()  # the null run that ends the span commits at once
     assert not (result.ids == tiny_tokenizer.mask_id).any()
+
+
+def test_first_pass_fixes_each_span_length_at_the_expected_count_of_content_tokens(
+    tiny_tokenizer, make_oracle
+):
+    """length="first-pass": after the first pass each span keeps as many leading positions for
+    content as it has positions where P(null) < 0.5 (no null may go there); the rest of its budget
+    is padding at once."""
+    null = tiny_tokenizer.null_id
+    canvas, editable, target = problem(tiny_tokenizer, length=40, start=4, count=30)
+    editable[0, 16:20] = False  # two spans: positions 4..15 and 20..33
+    target[10:16] = null  # span 1: 6 content tokens, then padding the model is 0.99 sure of
+    target[7] = null  # ...and a null the model believes in, inside the content
+    target[28:34] = null  # span 2: 8 content tokens, then padding, 3 positions of it in doubt
+    confidence = torch.full((40,), 0.99)
+    confidence[28:31] = 0.4
+    oracle = make_oracle(target, confidence=confidence)
+
+    result, trace = run(oracle, canvas, editable, steps=8)
+
+    ids = result.ids[0]
+    # Span 1: 5 positions where null is unlikely; span 2: 8 + the 3 in doubt = 11.
+    assert (ids[4:9] != null).all() and (ids[9:16] == null).all()
+    assert (ids[20:31] != null).all() and (ids[31:34] == null).all()
+    assert trace[0].committed[0, 9:16].all() and trace[0].committed[0, 31:34].all()
+    assert torch.equal(ids[20:28], target[20:28])  # content the oracle knows is kept
+    assert not (result.ids == tiny_tokenizer.mask_id).any()
+    assert torch.equal(ids[~editable[0]], canvas[0][~editable[0]])  # context untouched
