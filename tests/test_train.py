@@ -12,11 +12,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from infill.backend import load_backend
 from infill.train.cli import main as train_main
 from infill.train.corpus import HELDOUT_PACKAGES, CorpusFile, ast_spans, build_corpus, load_corpus, package_of
-from infill.train.masking import IGNORE, MaskMix, make_example, multi_span_example, span_example
+from infill.train.masking import (
+    IGNORE,
+    MaskMix,
+    code_lines,
+    line_bounds,
+    make_example,
+    multi_span_example,
+    span_example,
+)
 
 MODULE = '''"""A module."""
 
@@ -102,6 +112,14 @@ def test_span_example_lays_out_prefix_region_nulls_suffix(tiny_tokenizer):
         suffix_ids = [i for i in example.input_ids[region[-1] + 1 :] if i != tok.pad_id]
         assert text[:start].endswith(prefix)
         assert text[end:].startswith(tok.decode(suffix_ids))
+
+
+@given(st.text(alphabet="ab \n", max_size=40), st.data())
+def test_code_lines_are_the_whole_non_blank_lines_inside_a_window(text, data):
+    lo = data.draw(st.integers(0, len(text)))
+    hi = data.draw(st.integers(lo, len(text)))
+    inside = [(a, b) for a, b in line_bounds(text) if lo <= a and b <= hi and text[a:b].strip()]
+    assert code_lines(text, lo, hi) == inside
 
 
 def test_multi_span_example_holds_several_spans_each_followed_by_nulls(tiny_tokenizer):

@@ -69,13 +69,22 @@ def line_bounds(text: str) -> list[tuple[int, int]]:
 SPAN_KINDS = ["line", "lines", "chars", "ast"]
 
 
+def code_lines(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """(start, end) of the non-blank lines lying wholly inside text[lo:hi] (end before the newline).
+    Only that stretch is scanned: windows of a large file stay cheap."""
+    first = lo if lo == 0 or text[lo - 1] == "\n" else text.find("\n", lo, hi) + 1 or hi
+    end = hi if hi == len(text) or text[hi] == "\n" else text.rfind("\n", first, hi)
+    bounds = [(first + a, first + b) for a, b in line_bounds(text[first : max(first, end)])]
+    return [(a, b) for a, b in bounds if text[a:b].strip()]
+
+
 def pick_span(
     rng: random.Random, record: CorpusFile, kind: str, within: tuple[int, int] | None = None
 ) -> tuple[int, int] | None:
     """A span of the given kind, as (start, end) characters; inside `within` when given."""
     text = record.text
     lo, hi = within or (0, len(text))
-    lines = [b for b in line_bounds(text) if lo <= b[0] and b[1] <= hi and text[b[0] : b[1]].strip()]
+    lines = code_lines(text, lo, hi) if kind in ("line", "lines") else []
     if kind == "line" and lines:
         return rng.choice(lines)
     if kind == "lines" and lines:
