@@ -203,7 +203,9 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
             save_checkpoint(checkpoint, model, tok, optimizer, progress)
         if out_of_time:
             break
-    if distributed:
+    if distributed:  # rank 0 may still be checkpointing: meet, drop DDP's hooks, then leave together
+        dist.barrier()
+        del objective
         dist.destroy_process_group()
     if log:
         log.close()
