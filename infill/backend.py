@@ -15,7 +15,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from infill.errors import ModelError
-from infill.model import InfillModel
+from infill.model import InfillModel, LayerCache
 from infill.tokenizer import CodeTokenizer
 
 DEFAULT_MODEL_DIR = Path(__file__).parent / "default_model"
@@ -36,6 +36,17 @@ class Denoiser(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
     def token_text(self, token_id: int) -> str: ...
+
+
+class CachingDenoiser(Denoiser, Protocol):
+    """A denoiser that can compute a few positions of a canvas, reusing the keys and values of the
+    rest from its last full pass (the optional speed path; see `infill.prediction`)."""
+
+    def new_cache(self) -> object: ...
+
+    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
+        """ids (B, L), positions (P,) -> logits (B, P, vocab)."""
+        ...
 
 
 @dataclass
@@ -65,6 +76,17 @@ class InfillBackend:
     @torch.no_grad()
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model(ids).logits.float()
+
+    def new_cache(self) -> list[LayerCache]:
+        return [LayerCache() for _ in range(self.model.config.num_layers)]
+
+    @torch.no_grad()
+    def cached_logits(
+        self, ids: torch.Tensor, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+    ) -> torch.Tensor:
+        """Logits (B, P, vocab) at `positions` only, reusing the other positions' cached keys
+        and values unless `refresh` (see `InfillModel.cached_logits`)."""
+        return self.model.cached_logits(ids, positions, cache, refresh).float()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)

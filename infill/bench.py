@@ -371,13 +371,19 @@ def print_table(table: dict[str, dict]) -> None:
 
 
 def step_curve(
-    backend: Denoiser, tasks: list[Task], caps: list[int], per_kind: int, timeout: float
+    backend: Denoiser,
+    tasks: list[Task],
+    caps: list[int],
+    per_kind: int,
+    timeout: float,
+    cache_refresh: int = SamplerConfig.cache_refresh,
 ) -> dict[str, dict[int, dict]]:
     """{kind: {cap: summary row}} over the first `per_kind` tasks of each kind."""
     subset = [t for kind in dict.fromkeys(t.kind for t in tasks) for t in of_kind(tasks, kind)[:per_kind]]
     curve: dict[str, dict[int, dict]] = {}
     for cap in caps:
-        scores = evaluate(backend, subset, SamplerConfig(steps=cap), timeout, desc=f"step cap {cap}")
+        config = SamplerConfig(steps=cap, cache_refresh=cache_refresh)
+        scores = evaluate(backend, subset, config, timeout, desc=f"step cap {cap}")
         for kind, row in summarize(scores).items():
             curve.setdefault(kind, {})[cap] = row
     return curve
@@ -429,14 +435,16 @@ def run_quality(
     if sources is None and any(k not in EXEC_KINDS for k in args.kinds):
         sources = heldout_sources()
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
-    scores = evaluate(backend, tasks, SamplerConfig(steps=args.steps), args.exec_timeout, desc="quality")
+    config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh)
+    scores = evaluate(backend, tasks, config, args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
     results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
+               "cache_refresh": args.cache_refresh,
                "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
     if args.plot:
         caps = [int(c) for c in args.plot_caps.split(",")]
-        curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout)
+        curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout, args.cache_refresh)
         plot_curve(curve, args.plot, f"{results['model']}: quality against the step cap")
         results["step_curve"] = {kind: {str(c): r for c, r in rows.items()} for kind, rows in curve.items()}
         print(f"plot: {args.plot}")
@@ -467,6 +475,8 @@ def speed_file() -> str:
 
 
 def speed(args: argparse.Namespace) -> dict:
+    """Engine time of a one-line and a ten-line fill in a 200-line file, every pass over the whole
+    canvas ("exact") against the default context cache ("cached"), and the CLI's wall time."""
     text = speed_file()
     code = code_lines(text)
     one, ten = code[len(code) // 2], code[len(code) // 2]
@@ -474,17 +484,25 @@ def speed(args: argparse.Namespace) -> dict:
     backend = load_backend(args.model, threads=args.threads)
     load_seconds = time.perf_counter() - started
     document = document_from_bytes(text.encode())
-    results = {"load_seconds": load_seconds}
+    variants = {
+        "exact": SamplerConfig(steps=args.steps, cache_refresh=1),
+        "cached": SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh),
+    }
+    results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "speed.py"
         path.write_text(text)
         for name, first, last in (("one_line", one, one), ("ten_lines", ten, ten + 9)):
             spans = [line_span(text, first, last)]
-            engine = []
-            for _ in range(args.repeat):
-                result = infill(backend, document, spans)
-                engine.append(result.stats.seconds)
-            command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}"]
+            row = {}
+            for variant, config in variants.items():
+                runs = [infill(backend, document, spans, InfillOptions(config)) for _ in range(args.repeat)]
+                row[f"{variant}_ms"] = 1000 * statistics.median(r.stats.seconds for r in runs)
+                row[f"{variant}_steps"] = runs[-1].stats.steps
+                row["positions"] = runs[-1].stats.tokens
+            row["speedup"] = row["exact_ms"] / row["cached_ms"]
+            command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
+                       "--steps", str(args.steps), "--cache-refresh", str(args.cache_refresh)]  # fmt: skip
             if args.model:
                 command += ["--model", str(args.model)]
             cli = []
@@ -492,17 +510,17 @@ def speed(args: argparse.Namespace) -> dict:
                 t = time.perf_counter()
                 subprocess.run(command, check=True, capture_output=True)
                 cli.append(time.perf_counter() - t)
-            results[name] = {
-                "positions": result.stats.tokens,
-                "steps": result.stats.steps,
-                "engine_ms": 1000 * statistics.median(engine),
-                "cli_ms": 1000 * statistics.median(cli),
-            }
-    print(f"model load: {load_seconds * 1000:.0f} ms (file of {SPEED_FILE_LINES} lines)")
-    print(f"{'fill':10} {'positions':>9} {'steps':>5} {'engine ms':>10} {'cli ms':>8}")
+            row["cli_ms"] = 1000 * statistics.median(cli)
+            results[name] = row
+    print(f"model load: {load_seconds * 1000:.0f} ms (file of {SPEED_FILE_LINES} lines); "
+          f"step cap {args.steps}, full pass every {args.cache_refresh} steps when cached")  # fmt: skip
+    header = ("fill", "positions", "steps", "exact ms", "cached ms", "speed-up", "cli ms")
+    print("{:10} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8}".format(*header))
     for name in ("one_line", "ten_lines"):
         r = results[name]
-        print(f"{name:10} {r['positions']:9d} {r['steps']:5d} {r['engine_ms']:10.0f} {r['cli_ms']:8.0f}")
+        steps = f"{r['exact_steps']}/{r['cached_steps']}"
+        print(f"{name:10} {r['positions']:9d} {steps:>9} {r['exact_ms']:9.0f} {r['cached_ms']:10.0f} "
+              f"{r['speedup']:8.1f}x {r['cli_ms']:8.0f}")  # fmt: skip
     return results
 
 
@@ -555,6 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = ",".join(KINDS)
     parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
     parser.add_argument("--steps", type=int, default=SamplerConfig.steps, help="sampler step cap")
+    parser.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh,
+                        help="full pass every N steps, span-only passes on cached context between (1: exact)")
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")

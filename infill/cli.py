@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "or free (nulls grow from the span's end)")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
+    sampler.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh, metavar="N",
+                         help="a pass over the whole file window every N steps; the steps between "
+                         "compute only the spans, on cached context (1: every pass exact)")
     sampler.add_argument("--temperature", type=float, default=None,
                          help="0 picks the most likely token (default; 0.8 with --alternatives)")
     sampler.add_argument("--seed", type=int, default=None)
@@ -100,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             length=args.length,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
+            cache_refresh=args.cache_refresh,
             temperature=temperature,
             seed=args.seed,
         ),

@@ -123,4 +123,5 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         revisions=sum(p.revisions for p in parts),
         seconds=sum(p.seconds for p in parts),
         converged=all(p.converged for p in parts),
+        cached_passes=sum(p.cached_passes for p in parts),
     )

@@ -12,6 +12,8 @@ final RMSNorm. Saved and loaded as safetensors through transformers' `save_pretr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -64,6 +66,14 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
+@dataclass
+class LayerCache:
+    """One layer's keys and values (B, H, L, head_dim) from the last pass over the whole canvas."""
+
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
 class Attention(nn.Module):
     def __init__(self, config: InfillConfig):
         super().__init__()
@@ -71,11 +81,20 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=False)
         self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
 
-    def forward(self, x, cos, sin, attn_mask):
+    def forward(self, x, cos, sin, attn_mask, cache: LayerCache | None = None, positions=None):
+        """x (B, L, D) -> (B, L, D). With `cache` and `positions` (the P canvas positions x holds),
+        queries come from those positions only and keys/values of every other position come from
+        the cache; the cache then holds the fresh keys/values of `positions`."""
         B, L, D = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, D // self.num_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, L, head_dim)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if cache is not None:
+            if positions is None:  # a full pass: remember every position's keys and values
+                cache.keys, cache.values = k, v
+            else:  # a partial pass: refresh the given positions, reuse the rest
+                cache.keys[:, :, positions], cache.values[:, :, positions] = k, v
+                k, v = cache.keys, cache.values
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # bidirectional
         return self.out(y.transpose(1, 2).reshape(B, L, D))
 
@@ -100,8 +119,8 @@ class Block(nn.Module):
         self.norm2 = nn.RMSNorm(config.hidden_size, eps=config.norm_eps)
         self.mlp = SwiGLU(config)
 
-    def forward(self, x, cos, sin, attn_mask):
-        x = x + self.attn(self.norm1(x), cos, sin, attn_mask)
+    def forward(self, x, cos, sin, attn_mask, cache=None, positions=None):
+        x = x + self.attn(self.norm1(x), cos, sin, attn_mask, cache, positions)
         return x + self.mlp(self.norm2(x))
 
 
@@ -144,6 +163,30 @@ class InfillModel(PreTrainedModel):
         for block in self.blocks:
             x = block(x, cos, sin, attn_mask)
         return self.norm(x)
+
+    def cached_logits(
+        self, input_ids, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+    ) -> torch.Tensor:
+        """Logits (B, P, vocab) at `positions` (P,) of the canvas only.
+
+        `refresh`: one pass over the whole canvas that also fills `cache` with every layer's keys
+        and values. Otherwise only `positions` are computed, attending to the cached keys and
+        values of the rest of the canvas (the fixed context: Fast-dLLM's dual cache). Cached
+        context keys are those of the last full pass, an approximation that costs little while
+        only the editable positions change."""
+        head_dim = self.config.hidden_size // self.config.num_heads
+        cos, sin = rotary_tables(input_ids.shape[1], head_dim, self.config.rope_theta, input_ids.device)
+        if refresh:
+            x = self.embed(input_ids)
+            for block, layer in zip(self.blocks, cache):
+                x = block(x, cos, sin, None, layer)
+            x = x[:, positions]
+        else:
+            x = self.embed(input_ids[:, positions])
+            cos, sin = cos[positions], sin[positions]
+            for block, layer in zip(self.blocks, cache):
+                x = block(x, cos, sin, None, layer, positions)
+        return self.lm_head(self.norm(x))
 
     def forward(self, input_ids, attention_mask=None, labels=None, **unused):
         """attention_mask (B, L): 1 for real tokens, 0 for padding (padding keys are ignored).

@@ -2,7 +2,8 @@
 
     x = canvas with every editable position set to <mask>
     repeat (at most `steps` passes):
-        predict every position with one bidirectional forward pass
+        predict the editable positions with one bidirectional forward pass (over the span
+            positions only, on cached context keys/values, between full passes: see prediction.py)
         first pass only: fix each span's length (the rest of its budget becomes <null>)
         re-mask committed tokens whose probability has fallen below `remask_threshold`
         commit masked positions: each above `commit_threshold`, and at least enough of the
@@ -23,18 +24,21 @@ import torch
 
 from infill.backend import Denoiser
 from infill.errors import Cancelled, InputError
+from infill.prediction import CanvasPredictor
 
 LENGTH_POLICIES = ("first-pass", "free")
 
 
 @dataclass
 class SamplerConfig:
-    steps: int = 32  # cap on forward passes; raise it for quality, lower it for speed
+    steps: int = 16  # cap on forward passes; raise it for quality (see infill-bench quality --plot)
     commit_threshold: float = 0.9  # commit every masked position at least this confident
     remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
     max_revisions: int = 2  # per position, so that sampling always converges
     length: str = "first-pass"  # how a span's length is decided: "first-pass" or "free" (see below)
     nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
+    cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
+    #   only the span positions are computed, on cached context keys/values (1: never cache)
     temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
     seed: int | None = None
 
@@ -48,6 +52,8 @@ class SamplerConfig:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
         if self.length not in LENGTH_POLICIES:
             raise InputError(f"length must be one of {', '.join(LENGTH_POLICIES)} (got {self.length!r})")
+        if self.cache_refresh < 1:
+            raise InputError(f"cache_refresh must be at least 1 (got {self.cache_refresh})")
         if self.max_revisions < 0:
             raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
 
@@ -71,6 +77,7 @@ class SampleStats:
     revisions: int  # re-maskings (self-corrections) over the whole run
     seconds: float
     converged: bool  # False: stopped by the step cap
+    cached_passes: int = 0  # forward passes over the span positions only (cached context)
 
 
 @dataclass
@@ -92,6 +99,7 @@ def sample(
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
     x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
+    predict = CanvasPredictor(denoiser, editable, config.cache_refresh)
     budget = int(editable[0].sum())
     padding = torch.zeros_like(editable)
     fixed_length = config.length == "first-pass" and denoiser.null_id is not None
@@ -101,7 +109,7 @@ def sample(
     for step in range(config.steps):
         if cancelled is not None and cancelled():
             raise Cancelled("sampling cancelled")
-        probs = token_probabilities(denoiser, x)
+        probs = predict(x)  # (B, L, vocab), zero outside the editable positions
         passes += 1
         if fixed_length and step == 0:
             content = span_lengths(probs, editable, denoiser.null_id)
@@ -152,6 +160,7 @@ def sample(
         revisions=total_revisions,
         seconds=time.perf_counter() - started,
         converged=converged,
+        cached_passes=passes - predict.full_passes,
     )
     return SampleResult(x, confidence, stats)
 
@@ -215,5 +224,7 @@ def pick_tokens(probs: torch.Tensor, temperature: float, generator) -> torch.Ten
         return probs.argmax(-1)
     # Ruled-out tokens (probability 0) stay ruled out however high the temperature.
     scaled = torch.where(probs > 0, probs.log() / temperature, torch.tensor(float("-inf")))
+    predicted = probs.sum(-1, keepdim=True) > 0  # rows of 0 (not editable): anything, never used
+    scaled = torch.where(predicted, scaled, torch.tensor(0.0))
     flat = torch.softmax(scaled, dim=-1).view(-1, probs.size(-1))
     return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])

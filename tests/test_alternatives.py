@@ -48,6 +48,10 @@ class ShapeRecorder:
         self.shapes.append(tuple(ids.shape))
         return self.inner.logits(ids)
 
+    def cached_logits(self, ids, positions, cache, refresh):
+        self.shapes.append(tuple(ids.shape))
+        return self.inner.cached_logits(ids, positions, cache, refresh)
+
 
 def test_candidates_come_from_one_batch_deduplicated_and_ranked(make_oracle):
     document = document_from_bytes(SOURCE.encode())

@@ -1,0 +1,47 @@
+"""Token probabilities at a canvas's editable positions, one call per denoising step.
+
+Between two steps only the editable positions change; the fixed context before and after them
+does not. A denoiser that can cache (`CachingDenoiser`: the shipped model can) runs one pass over
+the whole canvas on the first step and every `refresh` steps after it, and in the steps between
+computes only the editable positions, attending to the context's keys and values from the last
+full pass (Fast-dLLM's "dual cache"). The output layer runs at the editable positions only.
+A step then costs in proportion to the span, not to the file's window.
+
+The cached context was computed while the span was more masked than it is now: an
+approximation, which `infill-bench speed` and `infill-bench quality --cache-refresh` measure.
+`refresh=1` runs every step over the whole canvas (exact), as does a denoiser without a cache.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from infill.backend import Denoiser
+
+
+class CanvasPredictor:
+    def __init__(self, denoiser: Denoiser, editable: torch.Tensor, refresh: int):
+        """editable (B, L) bool: the positions whose probabilities are wanted (the same columns
+        serve every row); refresh: full passes every this many steps (1: every step)."""
+        self.denoiser = denoiser
+        self.columns = editable.any(0).nonzero().flatten()
+        self.refresh = max(1, refresh)
+        self.caching = self.refresh > 1 and hasattr(denoiser, "cached_logits")
+        self.cache = denoiser.new_cache() if self.caching else None
+        self.calls = 0
+        self.full_passes = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, L) ids -> (B, L, vocab) probabilities at the editable columns, 0 elsewhere;
+        special tokens (mask, padding, ...) are ruled out."""
+        full = self.calls % self.refresh == 0
+        self.calls += 1
+        self.full_passes += int(full)
+        if self.caching:
+            logits = self.denoiser.cached_logits(x, self.columns, self.cache, refresh=full)
+        else:
+            logits = self.denoiser.logits(x)[:, self.columns].float()
+        logits[..., list(self.denoiser.special_ids)] = float("-inf")
+        probs = torch.zeros(*x.shape, logits.size(-1))
+        probs[:, self.columns] = torch.softmax(logits, dim=-1)
+        return probs

@@ -1,0 +1,147 @@
+"""The context cache: span-only passes on cached keys/values (infill.prediction, InfillModel)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import torch
+from samples import COUNTER_MODULE
+
+from infill import bench
+from infill.document import document_from_bytes
+from infill.engine import InfillOptions, infill
+from infill.errors import InputError
+from infill.prediction import CanvasPredictor
+from infill.sampler import SamplerConfig, sample
+from infill.spans import line_span
+
+
+class NoCache:
+    """The same network without the caching methods: every pass runs over the whole canvas."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        if name in ("cached_logits", "new_cache"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def canvas_of(backend, length: int = 96, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(10, backend.tokenizer.vocab_size, (2, length), generator=generator)
+
+
+def test_a_refresh_pass_and_a_cached_pass_on_the_same_canvas_equal_the_full_pass(tiny_backend):
+    ids = canvas_of(tiny_backend)
+    positions = torch.arange(30, 50)
+    full = tiny_backend.logits(ids)[:, positions]
+    cache = tiny_backend.new_cache()
+
+    refreshed = tiny_backend.cached_logits(ids, positions, cache, refresh=True)
+    cached = tiny_backend.cached_logits(ids, positions, cache, refresh=False)
+
+    assert refreshed.shape == cached.shape == (2, 20, tiny_backend.tokenizer.vocab_size)
+    torch.testing.assert_close(refreshed, full)
+    torch.testing.assert_close(cached, full, rtol=1e-4, atol=1e-4)
+
+
+def test_a_cached_pass_sees_the_span_change_but_not_the_contexts_update(tiny_backend):
+    ids = canvas_of(tiny_backend, seed=1)
+    positions = torch.arange(30, 50)
+    cache = tiny_backend.new_cache()
+    before = tiny_backend.cached_logits(ids, positions, cache, refresh=True)
+    changed = ids.clone()
+    changed[:, 35] = tiny_backend.mask_id
+
+    cached = tiny_backend.cached_logits(changed, positions, cache, refresh=False)
+    exact = tiny_backend.logits(changed)[:, positions]
+
+    assert (cached - before).abs().max() > 1e-3  # the span's new token is seen
+    # ...through fresh span keys and values, while the context's stay those of the last full pass:
+    # close to the exact pass (the approximation), not equal to it.
+    assert 0 < (cached - exact).abs().max() < (before - exact).abs().max()
+
+
+def test_with_refresh_every_step_sampling_equals_the_network_without_a_cache(tiny_backend):
+    ids = canvas_of(tiny_backend, seed=2)
+    editable = torch.zeros_like(ids, dtype=torch.bool)
+    editable[:, 40:60] = True
+    config = SamplerConfig(steps=6, cache_refresh=1)
+
+    with_cache = sample(tiny_backend, ids, editable, config)
+    without = sample(NoCache(tiny_backend), ids, editable, config)
+
+    assert torch.equal(with_cache.ids, without.ids)
+    assert with_cache.stats.cached_passes == without.stats.cached_passes == 0
+
+
+def test_full_passes_come_every_refresh_steps_and_the_rest_are_cached(tiny_backend):
+    ids = canvas_of(tiny_backend, seed=3)
+    editable = torch.zeros_like(ids, dtype=torch.bool)
+    editable[:, 20:70] = True
+    calls = []
+
+    class Recording(NoCache):
+        def new_cache(self):
+            return self.inner.new_cache()
+
+        def cached_logits(self, ids, positions, cache, refresh):
+            calls.append(refresh)
+            return self.inner.cached_logits(ids, positions, cache, refresh)
+
+    config = SamplerConfig(steps=10, cache_refresh=4, commit_threshold=1.0, remask_threshold=0.0)
+    result = sample(Recording(tiny_backend), ids, editable, config)
+
+    assert calls == [True, False, False, False] * 2 + [True, False]
+    assert result.stats.forward_passes == 10 and result.stats.cached_passes == 7
+    assert not (result.ids[editable] == tiny_backend.mask_id).any()
+
+
+def test_probabilities_are_zero_outside_the_editable_columns(tiny_backend):
+    ids = canvas_of(tiny_backend, seed=4)
+    editable = torch.zeros_like(ids, dtype=torch.bool)
+    editable[0, 10:20] = True
+    editable[1, 50:55] = True  # rows may differ; their union is predicted for every row
+    predict = CanvasPredictor(tiny_backend, editable, refresh=8)
+
+    probs = predict(ids)
+
+    union = editable.any(0)
+    torch.testing.assert_close(probs[:, union].sum(-1), torch.ones(2, int(union.sum())))
+    assert (probs[:, ~union] == 0).all()
+    assert (probs[..., tiny_backend.mask_id] == 0).all()
+
+
+def test_the_refresh_interval_is_validated():
+    with pytest.raises(InputError, match="cache_refresh"):
+        SamplerConfig(cache_refresh=0)
+
+
+def test_the_engine_fills_through_the_cache_and_leaves_the_rest_alone(tiny_backend):
+    document = document_from_bytes(COUNTER_MODULE.encode())
+    span = line_span(COUNTER_MODULE, 4, 5)
+
+    result = infill(tiny_backend, document, [span], InfillOptions(SamplerConfig(steps=6, cache_refresh=3)))
+
+    assert result.stats.cached_passes == result.stats.forward_passes - (result.stats.forward_passes + 2) // 3
+    for edit in result.edits:
+        assert span.start <= edit.start <= edit.end <= span.end
+
+
+def test_the_speed_bench_compares_exact_and_cached_in_one_run(tmp_path, tiny_backend, capsys):
+    tiny_backend.model.save_pretrained(tmp_path)
+    tiny_backend.tokenizer.save(tmp_path)
+    args = argparse.Namespace(model=tmp_path, threads=1, steps=4, cache_refresh=4, repeat=1)
+
+    results = bench.speed(args)
+
+    for name in ("one_line", "ten_lines"):
+        row = results[name]
+        assert row["exact_ms"] > 0 and row["cached_ms"] > 0 and row["cli_ms"] > 0
+        assert row["speedup"] == pytest.approx(row["exact_ms"] / row["cached_ms"])
+        assert 1 <= row["cached_steps"] <= 4
+    printed = capsys.readouterr().out
+    assert "speed-up" in printed and "one_line" in printed
