@@ -5,7 +5,8 @@ each row at a temperature above 0 (one seeded generator for the batch, so a seed
 set reproducible). Candidates that decode to the same text are merged, and the rest are ranked
 by the model's own score: the mean log-probability of the tokens in the span's slot, <null>s
 included, as `SampleResult.confidence` reports them when sampling ends. Every candidate has the
-same number of slot positions, so the scores compare.
+same number of slot positions, so the scores compare. A candidate that would turn a file that
+parses into one that does not (tree-sitter) ranks after every candidate that keeps it parsing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from infill.edits import TextEdit, minimal_edit
 from infill.engine import InfillOptions, plan_canvases, span_text
 from infill.errors import InputError
 from infill.sampler import SampleStats, Step, sample
-from infill.spans import Span, validate_spans
+from infill.spans import Span, has_syntax_error, validate_spans
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_CANDIDATES = 64
@@ -36,6 +37,7 @@ class Candidate:
     score: float  # mean log-probability of the slot's tokens (higher: the model likes it more)
     rows: list[int]  # the batch rows that sampled this text
     stats: SampleStats  # of the whole batch (the same object for every candidate)
+    breaks_syntax: bool = False  # the file parsed before and does not with this candidate
 
 
 def alternatives(
@@ -69,6 +71,7 @@ def alternatives(
     step_hook = partial(on_step, canvas) if on_step else None
     sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
 
+    parsed = not has_syntax_error(document.text)
     where = slice(slot.start, slot.start + slot.length)
     scores = sampled.confidence[:, where].clamp_min(1e-12).log().mean(1).tolist()
     best: dict[str, Candidate] = {}
@@ -77,8 +80,10 @@ def alternatives(
         known = best.get(new_text)
         if known is None:
             edit = minimal_edit(document.text, span.start, span.end, new_text)
-            best[new_text] = Candidate(new_text, edit, scores[row], [row], sampled.stats)
+            filled = document.text[: span.start] + new_text + document.text[span.end :]
+            breaks = parsed and has_syntax_error(filled)
+            best[new_text] = Candidate(new_text, edit, scores[row], [row], sampled.stats, breaks)
         else:
             known.rows.append(row)
             known.score = max(known.score, scores[row])
-    return sorted(best.values(), key=lambda c: c.score, reverse=True)
+    return sorted(best.values(), key=lambda c: (not c.breaks_syntax, c.score), reverse=True)

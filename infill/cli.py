@@ -198,12 +198,14 @@ def print_candidates(document: Document, candidates: list[Candidate], args: argp
     """Each candidate with its score (mean log-probability): a diff each, or a JSON list."""
     if args.json:
         listing = [{"rank": rank, "score": c.score, "new_text": c.new_text, "changed": c.edit is not None,
+                    "breaks_syntax": c.breaks_syntax,
                     "edits": edits_to_json(document.text, [c.edit] if c.edit else [])}
                    for rank, c in enumerate(candidates, 1)]
         print(json.dumps(listing, indent=1, ensure_ascii=False))
         return
     for rank, c in enumerate(candidates, 1):
-        print(f"# candidate {rank} of {len(candidates)}: score {c.score:.4f} (mean log-probability)")
+        broken = ", leaves a syntax error" if c.breaks_syntax else ""
+        print(f"# candidate {rank} of {len(candidates)}: score {c.score:.4f} (mean log-probability){broken}")
         new_text = apply_edits(document.text, [c.edit] if c.edit else [])
         sys.stdout.write(unified_diff(document.text, new_text, str(args.file)) or "# (the span as it is)\n")
 

@@ -599,6 +599,11 @@ def _expression_types() -> frozenset[str]:
     return frozenset(found)
 
 
+def has_syntax_error(text: str) -> bool:
+    """Whether tree-sitter finds an ERROR or MISSING node anywhere in the Python source."""
+    return _parse(text)[1].has_error
+
+
 def _parse(text: str) -> tuple[bytes, tree_sitter.Node]:
     """The UTF-8 bytes of ``text`` and the root of their syntax tree."""
     data = text.encode("utf-8", "surrogatepass")

@@ -1,5 +1,5 @@
 """Alternatives as code actions: several fills of a selection, sampled as one batch, each offered
-as its own action, ranked by the model's score.
+as its own action, ranked by the model's score (those that keep the file parsing first).
 
 ``codeAction/resolve`` answers one action with one edit, and listing must stay instant (no model
 run), so the candidates cannot all be listed up front. The flow:
