@@ -75,22 +75,10 @@ def test_candidates_come_from_one_batch_deduplicated_and_ranked(make_oracle):
     assert candidates[0].stats is candidates[-1].stats
 
 
-def test_a_candidate_that_breaks_the_syntax_ranks_after_those_that_keep_it(make_oracle):
-    document = document_from_bytes(SOURCE.encode())
-    span = line_span(SOURCE, 5, 5)
-    broken, kept = "    return (width * height", "    return width + height"
-    options = InfillOptions(SamplerConfig(steps=8, seed=0))
-    oracle = batch_oracle(make_oracle, SOURCE, span, [broken, kept], [0.9999, 0.999], options)
-
-    candidates = alternatives(oracle, document, span, 2, options)
-
-    assert [x.new_text for x in candidates] == [kept, broken]  # although broken scores higher
-    assert [x.breaks_syntax for x in candidates] == [False, True]
-    assert candidates[1].score > candidates[0].score
-
-
-def test_in_a_file_that_does_not_parse_candidates_rank_by_score_alone(make_oracle):
-    text = SOURCE + "\ndef unfinished(:\n"
+@pytest.mark.parametrize("parses_now", [True, False], ids=["parsing-file", "broken-file"])
+def test_a_candidate_that_breaks_the_syntax_ranks_after_those_that_keep_it(make_oracle, parses_now):
+    """In a file that parses, syntax comes first; in one that does not, the score alone ranks."""
+    text = SOURCE if parses_now else SOURCE + "\ndef unfinished(:\n"
     document = document_from_bytes(text.encode())
     span = line_span(text, 5, 5)
     broken, kept = "    return (width * height", "    return width + height"
@@ -99,8 +87,11 @@ def test_in_a_file_that_does_not_parse_candidates_rank_by_score_alone(make_oracl
 
     candidates = alternatives(oracle, document, span, 2, options)
 
-    assert [x.new_text for x in candidates] == [broken, kept]
-    assert not any(x.breaks_syntax for x in candidates)
+    by_text = {x.new_text: x for x in candidates}
+    assert by_text[broken].score > by_text[kept].score
+    assert by_text[broken].breaks_syntax is parses_now and not by_text[kept].breaks_syntax
+    expected = [kept, broken] if parses_now else [broken, kept]
+    assert [x.new_text for x in candidates] == expected
 
 
 def test_a_crlf_document_gets_crlf_candidates(make_oracle):
