@@ -25,8 +25,8 @@ class CanvasPredictor:
         serve every row); refresh: full passes every this many steps (1: every step)."""
         self.denoiser = denoiser
         self.columns = editable.any(0).nonzero().flatten()
-        self.refresh = max(1, refresh)
-        self.caching = self.refresh > 1 and hasattr(denoiser, "cached_logits")
+        self.refresh = refresh
+        self.caching = refresh > 1 and hasattr(denoiser, "cached_logits")
         self.cache = denoiser.new_cache() if self.caching else None
         self.calls = 0
         self.full_passes = 0
@@ -34,14 +34,20 @@ class CanvasPredictor:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, L) ids -> (B, L, vocab) probabilities at the editable columns, 0 elsewhere;
         special tokens (mask, padding, ...) are ruled out."""
-        full = self.calls % self.refresh == 0
+        full = not self.caching or self.calls % self.refresh == 0
         self.calls += 1
         self.full_passes += int(full)
         if self.caching:
             logits = self.denoiser.cached_logits(x, self.columns, self.cache, refresh=full)
         else:
-            logits = self.denoiser.logits(x)[:, self.columns].float()
-        logits[..., list(self.denoiser.special_ids)] = float("-inf")
+            logits = self.denoiser.logits(x)[:, self.columns]
         probs = torch.zeros(*x.shape, logits.size(-1))
-        probs[:, self.columns] = torch.softmax(logits, dim=-1)
+        probs[:, self.columns] = allowed_softmax(self.denoiser, logits)
         return probs
+
+
+def allowed_softmax(denoiser: Denoiser, logits: torch.Tensor) -> torch.Tensor:
+    """Softmax over the vocabulary with the special tokens (mask, padding...) ruled out."""
+    logits = logits.float()  # (rules the specials out in place, as the denoiser's logits are fresh)
+    logits[..., list(denoiser.special_ids)] = float("-inf")
+    return torch.softmax(logits, dim=-1)

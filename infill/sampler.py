@@ -24,7 +24,7 @@ import torch
 
 from infill.backend import Denoiser
 from infill.errors import Cancelled, InputError
-from infill.prediction import CanvasPredictor
+from infill.prediction import CanvasPredictor, allowed_softmax
 
 LENGTH_POLICIES = ("first-pass", "free")
 
@@ -212,10 +212,8 @@ def null_allowed(
 
 
 def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the vocabulary with special tokens (mask, padding...) ruled out."""
-    logits = denoiser.logits(x).float()
-    logits[..., list(denoiser.special_ids)] = float("-inf")
-    return torch.softmax(logits, dim=-1)
+    """Softmax over the vocabulary at every position, special tokens ruled out (one full pass)."""
+    return allowed_softmax(denoiser, denoiser.logits(x))
 
 
 def pick_tokens(probs: torch.Tensor, temperature: float, generator) -> torch.Tensor:

@@ -145,3 +145,13 @@ def test_the_speed_bench_compares_exact_and_cached_in_one_run(tmp_path, tiny_bac
         assert 1 <= row["cached_steps"] <= 4
     printed = capsys.readouterr().out
     assert "speed-up" in printed and "one_line" in printed
+
+
+def test_a_network_without_a_cache_counts_every_pass_as_full(tiny_backend):
+    ids = canvas_of(tiny_backend, seed=5)
+    editable = torch.zeros_like(ids, dtype=torch.bool)
+    editable[:, 40:60] = True
+
+    result = sample(NoCache(tiny_backend), ids, editable, SamplerConfig(steps=6, cache_refresh=4))
+
+    assert result.stats.forward_passes >= 1 and result.stats.cached_passes == 0
