@@ -48,8 +48,12 @@ class Document:
         return _BOM + body if self.bom else body
 
     def adapt_newlines(self, generated: str) -> str:
-        """Give `generated` text (model output) this document's line terminator."""
-        unified = generated.replace("\r\n", "\n")
+        """Give `generated` text (model output) this document's line terminator.
+
+        A lone "\\r" in model output is read as a line break too (as Python reads source), so no
+        stray carriage return reaches the file, and none can pair with a "\\n" that follows.
+        """
+        unified = generated.replace("\r\n", "\n").replace("\r", "\n")
         if self.newline == "\n":
             return unified
         return unified.replace("\n", self.newline)

@@ -119,19 +119,27 @@ def to_lsp_edits(text: str, edits: Sequence[TextEdit], encoding: str = UTF16) ->
     """Our edits (character offsets into ``text``) as LSP text edits, in text order.
 
     All ranges refer to ``text`` as it is before any edit, as LSP wants for the edits of one
-    ``TextDocumentEdit``.
+    ``TextDocumentEdit``. LSP has no position between the "\\r" and "\\n" of a line break, so an
+    edit that starts or ends there takes in the whole pair (same result, representable range).
     """
     starts = line_starts(text)
-    return [
-        types.TextEdit(
-            range=types.Range(
-                start=offset_to_position(text, edit.start, encoding, starts=starts),
-                end=offset_to_position(text, edit.end, encoding, starts=starts),
-            ),
-            new_text=edit.new_text,
+    lsp_edits = []
+    for edit in sorted(edits, key=lambda edit: (edit.start, edit.end)):
+        start, end, new_text = edit.start, edit.end, edit.new_text
+        if _inside_crlf(text, start):
+            start, new_text = start - 1, "\r" + new_text
+        if _inside_crlf(text, end):
+            end, new_text = end + 1, new_text + "\n"
+        lsp_range = types.Range(
+            start=offset_to_position(text, start, encoding, starts=starts),
+            end=offset_to_position(text, end, encoding, starts=starts),
         )
-        for edit in sorted(edits, key=lambda edit: (edit.start, edit.end))
-    ]
+        lsp_edits.append(types.TextEdit(range=lsp_range, new_text=new_text))
+    return lsp_edits
+
+
+def _inside_crlf(text: str, offset: int) -> bool:
+    return 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n"
 
 
 def format_range(lsp_range: types.Range) -> str:

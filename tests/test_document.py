@@ -92,16 +92,20 @@ def test_adapt_newlines() -> None:
 
     assert crlf.adapt_newlines("x\ny\r\nz") == "x\r\ny\r\nz"
     assert lf.adapt_newlines("x\ny\r\nz") == "x\ny\nz"
-    assert lf.adapt_newlines("lone\rcr") == "lone\rcr"
+    assert lf.adapt_newlines("lone\rcr\r") == "lone\ncr\n"  # as Python reads a lone CR
+    assert crlf.adapt_newlines("lone\rcr") == "lone\r\ncr"
 
 
 @settings(PROPERTY, max_examples=100)
 @given(generated=texts)
-def test_adapt_newlines_to_crlf_leaves_no_bare_lf(generated: str) -> None:
+def test_adapt_newlines_leaves_only_the_document_terminator(generated: str) -> None:
     crlf = Document(text="", bom=False, newline="\r\n")
+    lf = Document(text="", bom=False, newline="\n")
     adapted = crlf.adapt_newlines(generated)
-    assert adapted.count("\n") == adapted.count("\r\n")
-    assert adapted.replace("\r\n", "\n") == generated.replace("\r\n", "\n")
+    assert adapted.count("\n") == adapted.count("\r\n") == adapted.count("\r")
+    as_lines = generated.replace("\r\n", "\n").replace("\r", "\n")
+    assert adapted.replace("\r\n", "\n") == as_lines == lf.adapt_newlines(generated)
+    assert "\r" not in lf.adapt_newlines(generated)
 
 
 # --- bad input -------------------------------------------------------------------------------

@@ -103,8 +103,9 @@ def apply_utf16(text: str, edits) -> str:
         starts.append(starts[-1] + utf16_column(line))
     data = text.encode("utf-16-le")
 
-    def unit_offset(position):
-        return starts[position.line] + position.character
+    def unit_offset(position):  # a character past the line's end means its end (LSP spec)
+        content = lines[position.line].rstrip("\r\n") if position.line < len(lines) else ""
+        return starts[position.line] + min(position.character, utf16_column(content))
 
     for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
         a, b = unit_offset(edit.range.start), unit_offset(edit.range.end)
@@ -126,3 +127,16 @@ def test_edits_become_lsp_edits_that_a_utf16_client_applies_identically():
     ]
     assert lsp_edits[0].range.end == Position(line=0, character=8)
     assert apply_utf16(TEXT, lsp_edits) == apply_edits(TEXT, ours)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        TextEdit(TEXT.index("\r\n") + 1, TEXT.index("\r\n") + 1, "inserted"),  # between "\r" and "\n"
+        TextEdit(TEXT.index("x\r\n") + 1, TEXT.index("x\r\n") + 2, ""),  # deletes the "\r" only
+        TextEdit(TEXT.index("\r\n") + 1, TEXT.index("y") + 1, "Y"),  # from inside the pair
+    ],
+)
+def test_an_edit_that_splits_a_crlf_becomes_one_that_a_client_can_apply(edit: TextEdit):
+    [lsp_edit] = to_lsp_edits(TEXT, [edit])
+    assert apply_utf16(TEXT, [lsp_edit]) == apply_edits(TEXT, [edit])
