@@ -18,13 +18,14 @@ from functools import partial
 import torch
 
 from infill.backend import Denoiser
-from infill.canvas import Canvas
+from infill.canvas import Canvas, span_text
 from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
-from infill.engine import InfillOptions, plan_canvases, span_text
+from infill.engine import InfillOptions, plan_canvases
 from infill.errors import InputError
 from infill.sampler import SampleStats, Step, sample
-from infill.spans import Span, has_syntax_error, validate_spans
+from infill.spans import Span, validate_spans
+from infill.syntax import has_syntax_error
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_CANDIDATES = 64

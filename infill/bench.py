@@ -11,7 +11,8 @@ infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--ste
         imports, the function and its asserts; the filled file is then RUN, and the task
         passes if every assert holds.
     Scores per kind: exact match (ignoring trailing whitespace), edit similarity (difflib
-    ratio), whether the filled file parses, pass rate (exec kinds), mean steps and ms.
+    ratio), whether the filled file parses, pass rate (exec kinds), the share of fills that
+    broke the syntax and were retried (--syntax-rounds), mean steps and ms.
     --plot draws quality against the sampler's step cap (over --plot-tasks tasks per kind).
 
     Executing model output: the exec kinds run code the model wrote, in a separate
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -108,6 +109,7 @@ class Score:
     steps: int
     ms: float
     error: str | None = None  # why the task failed outright (engine error, failing assert, timeout)
+    syntax_rounds: int = 0  # retries of a fill that broke the file's syntax (infill.syntax_remask)
 
 
 # --------------------------------------------------------------------------- sources and spans
@@ -316,11 +318,11 @@ def run_program(source: str, timeout: float = 5.0) -> tuple[bool, str | None]:
     return False, lines[-1] if lines else f"exit status {done.returncode}"
 
 
-def score_task(backend: Denoiser, task: Task, config: SamplerConfig, timeout: float = 5.0) -> Score:
+def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: float = 5.0) -> Score:
     """Fill the task's span with the model, then judge (and for exec kinds, run) the result."""
     try:
         document = Document(task.text, bom=False, newline="\n")
-        result = infill(backend, document, [task.span], InfillOptions(sampler=config))
+        result = infill(backend, document, [task.span], options)
     except InputError as error:
         metrics = {"exact": False, "similarity": 0.0, "parses": False}
         passed = False if task.executes else None
@@ -331,13 +333,14 @@ def score_task(backend: Denoiser, task: Task, config: SamplerConfig, timeout: fl
     return Score(
         task.kind, task.path, task.start, task.end, task.expected, produced, **judge(task, produced),
         passed=passed, steps=result.stats.steps, ms=1000 * result.stats.seconds, error=error,
+        syntax_rounds=result.stats.syntax_rounds,
     )  # fmt: skip
 
 
 def evaluate(
-    backend: Denoiser, tasks: list[Task], config: SamplerConfig, timeout: float, desc: str
+    backend: Denoiser, tasks: list[Task], options: InfillOptions, timeout: float, desc: str
 ) -> list[Score]:
-    return [score_task(backend, t, config, timeout) for t in tqdm(tasks, desc=desc, unit="task")]
+    return [score_task(backend, t, options, timeout) for t in tqdm(tasks, desc=desc, unit="task")]
 
 
 def summarize(scores: list[Score]) -> dict[str, dict]:
@@ -353,18 +356,20 @@ def summarize(scores: list[Score]) -> dict[str, dict]:
             "parses": statistics.mean(s.parses for s in rows),
             "pass_rate": statistics.mean(executed) if executed else None,
             "mean_steps": statistics.mean(s.steps for s in rows),
+            "retried": statistics.mean(s.syntax_rounds > 0 for s in rows),
             "mean_ms": statistics.mean(s.ms for s in rows),
         }
     return table
 
 
 def print_table(table: dict[str, dict]) -> None:
-    header = ("kind", "tasks", "exact", "edit-sim", "parses", "pass", "steps", "ms")
-    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>6} {:>7}".format(*header))
+    header = ("kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "steps", "ms")
+    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>8} {:>6} {:>7}".format(*header))
     for kind, r in table.items():
         passed = "-" if r["pass_rate"] is None else f"{r['pass_rate']:.1%}"
         print(f"{kind:10} {r['tasks']:5d} {r['exact_match']:7.1%} {r['edit_similarity']:9.3f} "
-              f"{r['parses']:7.1%} {passed:>7} {r['mean_steps']:6.1f} {r['mean_ms']:7.0f}")  # fmt: skip
+              f"{r['parses']:7.1%} {passed:>7} {r['retried']:8.1%} {r['mean_steps']:6.1f} "
+              f"{r['mean_ms']:7.0f}")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- quality vs. step cap
@@ -376,14 +381,16 @@ def step_curve(
     caps: list[int],
     per_kind: int,
     timeout: float,
-    cache_refresh: int = SamplerConfig.cache_refresh,
+    options: InfillOptions | None = None,
 ) -> dict[str, dict[int, dict]]:
-    """{kind: {cap: summary row}} over the first `per_kind` tasks of each kind."""
+    """{kind: {cap: summary row}} over the first `per_kind` tasks of each kind (`options` with
+    each step cap in turn)."""
+    options = options or InfillOptions()
     subset = [t for kind in dict.fromkeys(t.kind for t in tasks) for t in of_kind(tasks, kind)[:per_kind]]
     curve: dict[str, dict[int, dict]] = {}
     for cap in caps:
-        config = SamplerConfig(steps=cap, cache_refresh=cache_refresh)
-        scores = evaluate(backend, subset, config, timeout, desc=f"step cap {cap}")
+        capped = replace(options, sampler=replace(options.sampler, steps=cap))
+        scores = evaluate(backend, subset, capped, timeout, desc=f"step cap {cap}")
         for kind, row in summarize(scores).items():
             curve.setdefault(kind, {})[cap] = row
     return curve
@@ -436,15 +443,16 @@ def run_quality(
         sources = heldout_sources()
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
     config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh)
-    scores = evaluate(backend, tasks, config, args.exec_timeout, desc="quality")
+    options = InfillOptions(sampler=config, syntax_rounds=args.syntax_rounds)
+    scores = evaluate(backend, tasks, options, args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
     results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
-               "cache_refresh": args.cache_refresh,
+               "cache_refresh": args.cache_refresh, "syntax_rounds": args.syntax_rounds,
                "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
     if args.plot:
         caps = [int(c) for c in args.plot_caps.split(",")]
-        curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout, args.cache_refresh)
+        curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout, options)
         plot_curve(curve, args.plot, f"{results['model']}: quality against the step cap")
         results["step_curve"] = {kind: {str(c): r for c, r in rows.items()} for kind, rows in curve.items()}
         print(f"plot: {args.plot}")
@@ -488,7 +496,8 @@ def speed(args: argparse.Namespace) -> dict:
         "exact": SamplerConfig(steps=args.steps, cache_refresh=1),
         "cached": SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh),
     }
-    results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh}
+    results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh,
+               "syntax_rounds": args.syntax_rounds}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "speed.py"
         path.write_text(text)
@@ -496,13 +505,15 @@ def speed(args: argparse.Namespace) -> dict:
             spans = [line_span(text, first, last)]
             row = {}
             for variant, config in variants.items():
-                runs = [infill(backend, document, spans, InfillOptions(config)) for _ in range(args.repeat)]
+                options = InfillOptions(config, syntax_rounds=args.syntax_rounds)
+                runs = [infill(backend, document, spans, options) for _ in range(args.repeat)]
                 row[f"{variant}_ms"] = 1000 * statistics.median(r.stats.seconds for r in runs)
                 row[f"{variant}_steps"] = runs[-1].stats.steps
                 row["positions"] = runs[-1].stats.tokens
             row["speedup"] = row["exact_ms"] / row["cached_ms"]
             command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
-                       "--steps", str(args.steps), "--cache-refresh", str(args.cache_refresh)]  # fmt: skip
+                       "--steps", str(args.steps), "--cache-refresh", str(args.cache_refresh),
+                       "--syntax-rounds", str(args.syntax_rounds)]  # fmt: skip
             if args.model:
                 command += ["--model", str(args.model)]
             cli = []
@@ -575,6 +586,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=SamplerConfig.steps, help="sampler step cap")
     parser.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh,
                         help="full pass every N steps, span-only passes on cached context between (1: exact)")
+    parser.add_argument("--syntax-rounds", type=int, default=InfillOptions.syntax_rounds,
+                        help="retries of fills that break the file's syntax (0: none)")
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")

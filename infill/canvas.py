@@ -104,3 +104,9 @@ def window(canvas: Canvas, context_length: int) -> Canvas:
     start = first - left
     slots = [Slot(s.span, s.start - start, s.length) for s in canvas.slots]
     return Canvas(canvas.ids[start : last + right], slots)
+
+
+def span_text(denoiser: Denoiser, ids: list[int]) -> str:
+    """Decode a filled slot: nulls (unused budget) and any special token are dropped."""
+    drop = set(denoiser.special_ids) | {denoiser.null_id}
+    return denoiser.decode([i for i in ids if i not in drop])

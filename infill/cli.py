@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="masked positions per span (default: from the span's current length)")
     sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,
                          help="how a span's length is decided: once, from the first pass (default), "
-                         "or free (nulls grow from the span's end)")
+                         "free (nulls grow from the span's end), or given (the budget is the length)")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
     sampler.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh, metavar="N",
@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "compute only the spans, on cached context (1: every pass exact)")
     sampler.add_argument("--temperature", type=float, default=None,
                          help="0 picks the most likely token (default; 0.8 with --alternatives)")
+    sampler.add_argument("--syntax-rounds", type=int, default=InfillOptions.syntax_rounds, metavar="N",
+                         help="when a fill breaks a file that parsed, re-mask the tokens on the broken "
+                         "lines and denoise them again, up to N times (0: never; default %(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
@@ -108,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
         ),
         budget=args.budget,
+        syntax_rounds=args.syntax_rounds,
     )
     repair_options = RepairOptions(options.sampler, threshold=args.fix_threshold)
     if args.alternatives is not None:
@@ -213,7 +217,8 @@ def print_candidates(document: Document, candidates: list[Candidate], args: argp
 def stats_line(s: SampleStats, summary: str) -> str:
     how = "converged" if s.converged else "stopped at the step cap"
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
-            f"({s.forward_passes} forward passes, {s.revisions} revisions), "
+            f"({s.forward_passes} forward passes, {s.revisions} revisions"
+            f"{f', {s.syntax_rounds} syntax retries' if s.syntax_rounds else ''}), "
             f"{s.seconds * 1000:.0f} ms, {how}")
 
 

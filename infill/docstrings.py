@@ -42,8 +42,8 @@ from infill.spans import (
     _definition_name,
     _definitions,
     _docstring,
-    _parse,
     _with_decorators,
+    parse_tree,
 )
 
 if TYPE_CHECKING:  # finding sites needs no torch (the language server lists them): see add_docstrings
@@ -107,7 +107,7 @@ def missing_docstrings(text: str, within: Sequence[Span] | None = None) -> list[
     within: keep only the definitions whose header (decorators to ':') overlaps one of these
     spans (an empty span: contains its offset); None keeps them all.
     """
-    data, root = _parse(text)
+    data, root = parse_tree(text)
     sites = []
     for node in _definitions(root):
         site = _site(text, data, node) if _docstring(node) is None else None
@@ -122,7 +122,7 @@ def missing_docstrings(text: str, within: Sequence[Span] | None = None) -> list[
 def missing_docstring_at(text: str, offset: int) -> DocstringSite | None:
     """The site of the innermost definition around `offset` (decorators to its end), or None if
     there is none or it already has a docstring."""
-    data, root = _parse(text)
+    data, root = parse_tree(text)
     target = len(text[:offset].encode("utf-8", "surrogatepass"))
     around = [n for n in _definitions(root) if _with_decorators(n).start_byte <= target <= n.end_byte]
     if not around:

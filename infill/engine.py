@@ -1,4 +1,4 @@
-"""The infill engine: document + spans -> canvas -> sampler -> minimal edits.
+"""The infill engine: document + spans -> canvas -> sampler (-> syntax retries) -> minimal edits.
 
 This is the one entry point the CLI, the language server and the benchmarks call. Spans that do
 not fit in one context window together are filled group by group (each group sees the others'
@@ -20,6 +20,7 @@ from infill.edits import TextEdit, minimal_edit
 from infill.errors import InputError
 from infill.sampler import SamplerConfig, SampleStats, Step, sample
 from infill.spans import Span, validate_spans
+from infill.syntax_remask import remask_syntax, slot_texts
 
 
 @dataclass
@@ -27,12 +28,15 @@ class InfillOptions:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     budget: int | None = None  # masked positions per span; None: from the span's current length
     context_length: int | None = None  # None: the model's own
+    syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.syntax_remask)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
             raise InputError(f"budget must be at least 1 (got {self.budget})")
         if self.context_length is not None and self.context_length < 8:
             raise InputError(f"context_length must be at least 8 (got {self.context_length})")
+        if self.syntax_rounds < 0:
+            raise InputError(f"syntax_rounds must be 0 or more (got {self.syntax_rounds})")
 
 
 @dataclass
@@ -72,19 +76,15 @@ def infill(
         editable = torch.tensor([canvas.editable()])
         step_hook = partial(on_step, canvas) if on_step else None
         sampled = sample(denoiser, ids, editable, options.sampler, step_hook, cancelled)
-        totals.append(sampled.stats)
-        for slot in canvas.slots:
-            filled = sampled.ids[0, slot.start : slot.start + slot.length].tolist()
-            new_text = document.adapt_newlines(span_text(denoiser, filled))
+        rounds = options.syntax_rounds
+        filled, retries = remask_syntax(
+            denoiser, document, canvas, sampled.ids, options.sampler, rounds, step_hook, cancelled
+        )
+        totals += [sampled.stats, *retries]
+        for slot, new_text in zip(canvas.slots, slot_texts(denoiser, document, canvas, filled)):
             edit = minimal_edit(document.text, slot.span.start, slot.span.end, new_text)
             results.append(SpanResult(slot.span, new_text, edit))
     return InfillResult(results, merge_stats(totals))
-
-
-def span_text(denoiser: Denoiser, ids: list[int]) -> str:
-    """Decode a filled slot: nulls (unused budget) and any special token are dropped."""
-    drop = set(denoiser.special_ids) | {denoiser.null_id}
-    return denoiser.decode([i for i in ids if i not in drop])
 
 
 def plan_canvases(
@@ -124,4 +124,5 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         seconds=sum(p.seconds for p in parts),
         converged=all(p.converged for p in parts),
         cached_passes=sum(p.cached_passes for p in parts),
+        syntax_rounds=sum(p.syntax_rounds for p in parts),
     )

@@ -26,7 +26,7 @@ from infill.backend import Denoiser
 from infill.errors import Cancelled, InputError
 from infill.prediction import CanvasPredictor, allowed_softmax
 
-LENGTH_POLICIES = ("first-pass", "free")
+LENGTH_POLICIES = ("first-pass", "free", "given")
 
 
 @dataclass
@@ -35,7 +35,8 @@ class SamplerConfig:
     commit_threshold: float = 0.9  # commit every masked position at least this confident
     remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
     max_revisions: int = 2  # per position, so that sampling always converges
-    length: str = "first-pass"  # how a span's length is decided: "first-pass" or "free" (see below)
+    length: str = "first-pass"  # how a span's length is decided: "first-pass", "free" (see below),
+    #   or "given": every editable position is content, no <null> (e.g. re-denoising parts of a fill)
     nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
     cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
     #   only the span positions are computed, on cached context keys/values (1: never cache)
@@ -78,6 +79,7 @@ class SampleStats:
     seconds: float
     converged: bool  # False: stopped by the step cap
     cached_passes: int = 0  # forward passes over the span positions only (cached context)
+    syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.syntax_remask)
 
 
 @dataclass
@@ -102,7 +104,8 @@ def sample(
     predict = CanvasPredictor(denoiser, editable, config.cache_refresh)
     budget = int(editable[0].sum())
     padding = torch.zeros_like(editable)
-    fixed_length = config.length == "first-pass" and denoiser.null_id is not None
+    decide_length = config.length == "first-pass" and denoiser.null_id is not None
+    fixed_length = config.length in ("first-pass", "given") and denoiser.null_id is not None
     revisions = torch.zeros_like(canvas)
     confidence = torch.ones(canvas.shape)
     total_revisions, passes, converged = 0, 0, False
@@ -111,7 +114,7 @@ def sample(
             raise Cancelled("sampling cancelled")
         probs = predict(x)  # (B, L, vocab), zero outside the editable positions
         passes += 1
-        if fixed_length and step == 0:
+        if decide_length and step == 0:
             content = span_lengths(probs, editable, denoiser.null_id)
             padding = editable & ~content
             x = torch.where(padding, torch.full_like(x, denoiser.null_id), x)

@@ -58,7 +58,7 @@ def measure_size(
         num_heads=max(2, hidden // 64),
     )
     backend = InfillBackend(InfillModel(config).eval(), tokenizer)
-    options = InfillOptions(sampler=SamplerConfig(steps=passes, commit_threshold=1.0))
+    options = InfillOptions(sampler=SamplerConfig(steps=passes, commit_threshold=1.0), syntax_rounds=0)
     document = document_from_bytes(text.encode())
     infill(backend, document, [span], options)  # warm-up
     seconds, forward = [], []

@@ -194,7 +194,7 @@ def node_span(text: str, selector: str) -> Span:
     if not target:
         example = "statement:12" if kind == "statement" else f"{kind}:my_function"
         raise InputError(f"--node {selector!r} is missing its target, e.g. {example}")
-    data, root = _parse(text)
+    data, root = parse_tree(text)
     if kind == "statement":
         return _statement_span(text, data, root, target)
     definition = _find_definition(root, kind, target)
@@ -214,7 +214,7 @@ def node_at_offset(text: str, offset: int, kind: str) -> Span | None:
         raise InputError(f"unknown node kind {kind!r}; expected one of {', '.join(CURSOR_KINDS)}")
     if not 0 <= offset <= len(text):
         raise InputError(f"offset {offset} is outside the file (0-{len(text)})")
-    data, root = _parse(text)
+    data, root = parse_tree(text)
     target = len(text[:offset].encode("utf-8", "surrogatepass"))
     candidates = list(_candidates_around(data, root, kind, target))
     if not candidates:
@@ -599,12 +599,7 @@ def _expression_types() -> frozenset[str]:
     return frozenset(found)
 
 
-def has_syntax_error(text: str) -> bool:
-    """Whether tree-sitter finds an ERROR or MISSING node anywhere in the Python source."""
-    return _parse(text)[1].has_error
-
-
-def _parse(text: str) -> tuple[bytes, tree_sitter.Node]:
+def parse_tree(text: str) -> tuple[bytes, tree_sitter.Node]:
     """The UTF-8 bytes of ``text`` and the root of their syntax tree."""
     data = text.encode("utf-8", "surrogatepass")
     return data, tree_sitter.Parser(_language()).parse(data).root_node

@@ -49,6 +49,7 @@ from infill.document import Document, document_from_bytes
 from infill.edits import TextEdit
 from infill.errors import InputError
 from infill.spans import Span, node_at_offset, validate_spans
+from infill.syntax import SYNTAX_ERROR, SyntaxProblem, syntax_problems
 from lsp_server import diagnostics
 from lsp_server.positions import UTF16, to_lsp_edits
 
@@ -257,8 +258,8 @@ def quick_fixes(
     """
     if not kind_allowed(QUICK_FIX_KIND, only):
         return []
-    fixes: dict[tuple[int, int], tuple[Span, str, list[diagnostics.SyntaxProblem]]] = {}
-    for problem in diagnostics.syntax_problems(text):
+    fixes: dict[tuple[int, int], tuple[Span, str, list[SyntaxProblem]]] = {}
+    for problem in syntax_problems(text):
         if diagnostics.overlaps(problem, start, end):
             span, kind = diagnostics.fix_span(text, problem)
             fixes.setdefault((span.start, span.end), (span, kind, []))[2].append(problem)
@@ -274,10 +275,10 @@ def quick_fixes(
     return actions
 
 
-def has_tokens(text: str, problem: diagnostics.SyntaxProblem) -> bool:
+def has_tokens(text: str, problem: SyntaxProblem) -> bool:
     """Whether a repair can fix ``problem``: an ERROR node with text (tokens to replace or
     delete); not a MISSING token, which needs an insertion."""
-    return problem.code == diagnostics.SYNTAX_ERROR and bool(text[problem.start : problem.end].strip())
+    return problem.code == SYNTAX_ERROR and bool(text[problem.start : problem.end].strip())
 
 
 def node_at_cursor(text: str, start: int, end: int | None = None) -> tuple[Span, str] | None:

@@ -1,10 +1,8 @@
 """Syntax errors of a Python document as LSP diagnostics, and the span a quick fix regenerates.
 
-tree-sitter parses any text; where it cannot make sense of the code it leaves ``ERROR`` nodes
-(tokens it had to skip) and zero-width ``MISSING`` nodes (a token it had to assume, such as a
-closing parenthesis). :func:`syntax_problems` lists them as character offsets (the outermost
-ERROR of a nest only, every MISSING node); :func:`to_diagnostics` turns them into LSP
-diagnostics in the client's position encoding; :func:`fix_span` says what a quick fix fills.
+The errors themselves are tree-sitter's ERROR and MISSING nodes, found by
+:func:`infill.syntax.syntax_problems`; :func:`to_diagnostics` turns them into LSP diagnostics
+in the client's position encoding; :func:`fix_span` says what a quick fix fills.
 
 Nothing here knows about the server; everything is a plain function of the document text.
 """
@@ -12,60 +10,18 @@ Nothing here knows about the server; everything is a plain function of the docum
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import tree_sitter
-import tree_sitter_python
 from lsprotocol import types
 
 from infill.spans import Span, node_at_offset
+from infill.syntax import SyntaxProblem, syntax_problems
 from lsp_server.positions import UTF16, content_end, line_starts, offset_to_position
 
 SOURCE = "infill"
-SYNTAX_ERROR = "syntax-error"  # an ERROR node: code tree-sitter could not parse
-MISSING_TOKEN = "missing-token"  # a MISSING node: a token tree-sitter had to assume
-MAX_PROBLEMS = 50
-"""At most this many problems per document (a broken file should not flood the client)."""
 MAX_FIX_LINES = 8
 """A quick fix regenerates the smallest statement around the error if it has at most this many
 lines; otherwise (and where no statement holds the error) the lines of the error itself."""
-_SHOWN_TEXT = 30  # unexpected text longer than this (or multi-line) is not quoted
-
-
-@dataclass(frozen=True)
-class SyntaxProblem:
-    """A syntax error at characters ``[start, end)`` (``start == end``: a missing token)."""
-
-    start: int
-    end: int
-    code: str  # SYNTAX_ERROR or MISSING_TOKEN
-    message: str
-
-
-def syntax_problems(text: str, limit: int = MAX_PROBLEMS) -> list[SyntaxProblem]:
-    """ERROR and MISSING nodes of ``text`` parsed as Python, in document order, at most ``limit``."""
-    data = text.encode("utf-8", "surrogatepass")
-    root = tree_sitter.Parser(_language()).parse(data).root_node
-    if not root.has_error:
-        return []
-    to_char = _char_offsets(text, data)
-    problems: list[SyntaxProblem] = []
-    stack = [root]
-    while stack and len(problems) < limit:
-        node = stack.pop()
-        if node.is_missing:
-            offset = to_char(node.start_byte)
-            problems.append(SyntaxProblem(offset, offset, MISSING_TOKEN, _missing_message(node)))
-            continue
-        if node.is_error:
-            start, end = to_char(node.start_byte), to_char(node.end_byte)
-            problems.append(SyntaxProblem(start, end, SYNTAX_ERROR, _error_message(text[start:end])))
-            stack.extend(child for child in reversed(node.children) if child.is_missing)
-            continue  # nested ERROR nodes are part of this one
-        stack.extend(child for child in reversed(node.children) if child.has_error or child.is_missing)
-    return sorted(problems, key=lambda problem: (problem.start, problem.end))
 
 
 def to_diagnostic(
@@ -124,32 +80,6 @@ def overlaps(problem: SyntaxProblem, start: int, end: int) -> bool:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-@functools.cache
-def _language() -> tree_sitter.Language:
-    return tree_sitter.Language(tree_sitter_python.language())
-
-
-def _char_offsets(text: str, data: bytes):
-    """A function from byte offsets of ``data`` (UTF-8 of ``text``) to character offsets."""
-    if len(data) == len(text):  # ASCII: the same
-        return lambda byte_offset: byte_offset
-    return lambda byte_offset: len(data[:byte_offset].decode("utf-8", "surrogatepass"))
-
-
-def _missing_message(node: tree_sitter.Node) -> str:
-    what = node.type if node.is_named else f'"{node.type}"'
-    return f"syntax error: missing {what}"
-
-
-def _error_message(code: str) -> str:
-    code = code.strip()
-    if not code or "\n" in code or "\r" in code or len(code) > _SHOWN_TEXT:
-        return "syntax error: invalid syntax"
-    if any(char.isspace() for char in code):
-        return f'syntax error: cannot parse "{code}"'
-    return f'syntax error: unexpected "{code}"'
 
 
 def _problem_lines(text: str, starts: list[int], problem: SyntaxProblem) -> tuple[int, int]:

@@ -10,6 +10,7 @@ section of the client's configuration (``workspace/configuration``,
      "alternatives": 3,                    # candidates of "fill selection (N alternatives)",
                                            # and inline completions (when temperature > 0)
      "contextLength": 256,                 # context window (canvas length); default: the model's
+     "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
@@ -39,6 +40,7 @@ class Settings:
     context_length: int | None = None
     threads: int | None = None
     alternatives: int = 3  # 1: no "fill selection (N alternatives)" action
+    syntax_rounds: int | None = None
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -50,7 +52,10 @@ class Settings:
             sampler.steps = self.steps
         if self.temperature is not None:
             sampler.temperature = self.temperature
-        return InfillOptions(sampler=sampler, context_length=self.context_length)
+        options = InfillOptions(sampler=sampler, context_length=self.context_length)
+        if self.syntax_rounds is not None:
+            options.syntax_rounds = self.syntax_rounds
+        return options
 
     def needs_reload(self, other: Settings) -> bool:
         """Whether going from these settings to ``other`` needs the model loaded again."""
@@ -69,6 +74,7 @@ _KEYS = {
     "alternatives": ("alternatives", lambda v: _is_int(v) and 1 <= v <= 16, "an integer from 1 to 16"),
     "contextLength": ("context_length", lambda v: _is_int(v) and v >= 8, "an integer >= 8"),
     "threads": ("threads", lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "syntaxRounds": ("syntax_rounds", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 
 

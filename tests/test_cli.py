@@ -93,7 +93,8 @@ def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
     body_end = SOURCE.index("len(values)") + len("len(values)")
     for edit in report["edits"]:
         assert body_start <= edit["start"] <= edit["end"] <= body_end
-    assert report["stats"]["forward_passes"] <= 12
+    stats = report["stats"]  # the cap is per denoising run; a syntax retry runs at most 8 passes
+    assert stats["forward_passes"] <= 12 + 8 * stats["syntax_rounds"]
     assert "--- step 1:" in done.stderr
     assert done.stderr.count("--- step ") == report["stats"]["steps"]
 

@@ -5,16 +5,8 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from lsp_server.diagnostics import (
-    MAX_FIX_LINES,
-    MISSING_TOKEN,
-    SYNTAX_ERROR,
-    SyntaxProblem,
-    diagnostics,
-    fix_span,
-    overlaps,
-    syntax_problems,
-)
+from infill.syntax import MISSING_TOKEN, SYNTAX_ERROR, SyntaxProblem, syntax_problems
+from lsp_server.diagnostics import MAX_FIX_LINES, diagnostics, fix_span, overlaps
 from lsp_server.positions import UTF8, UTF16, UTF32
 
 

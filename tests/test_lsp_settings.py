@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infill.engine import InfillOptions
 from lsp_server.jobs import INLINE, DocumentJobs
 from lsp_server.settings import Settings, parse_settings, section_of
 
@@ -13,6 +14,11 @@ def test_recognised_options():
     assert settings == Settings("/models/m", 12, 0.0, 256, 2)
     engine = settings.infill_options()
     assert (engine.sampler.steps, engine.sampler.temperature, engine.context_length) == (12, 0.0, 256)
+    quiet, warnings = parse_settings({"syntaxRounds": 0})
+    assert warnings == [] and quiet.infill_options().syntax_rounds == 0
+    assert parse_settings({"syntaxRounds": -1})[1] == [
+        "initializationOptions.syntaxRounds should be an integer >= 0, got -1: ignored"
+    ]
 
 
 def test_missing_options_keep_the_engine_defaults():
@@ -21,6 +27,7 @@ def test_missing_options_keep_the_engine_defaults():
     settings, warnings = parse_settings({"unknown": 1})
     assert (settings, warnings) == (Settings(), [])
     assert settings.infill_options().context_length is None
+    assert settings.infill_options().syntax_rounds == InfillOptions().syntax_rounds
 
 
 def test_bad_values_are_ignored_with_a_warning():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 import torch
 from samples import COUNTER_MODULE
@@ -134,7 +132,8 @@ def test_the_engine_fills_through_the_cache_and_leaves_the_rest_alone(tiny_backe
 def test_the_speed_bench_compares_exact_and_cached_in_one_run(tmp_path, tiny_backend, capsys):
     tiny_backend.model.save_pretrained(tmp_path)
     tiny_backend.tokenizer.save(tmp_path)
-    args = argparse.Namespace(model=tmp_path, threads=1, steps=4, cache_refresh=4, repeat=1)
+    argv = ["speed", "--model", str(tmp_path), "--threads", "1", "--steps", "4", "--cache-refresh", "4"]
+    args = bench.build_parser().parse_args([*argv, "--repeat", "1", "--syntax-rounds", "0"])
 
     results = bench.speed(args)
 

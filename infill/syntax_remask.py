@@ -1,0 +1,149 @@
+"""Syntax-guided re-masking: a fill that breaks a file that parsed is partly denoised again.
+
+    fill the canvas -> put the fills in the file -> parse (tree-sitter, then Python's ast)
+    while the file has syntax problems and rounds are left:
+        re-mask the fills' tokens on the lines the problems touch
+        denoise those positions again, everything else fixed context, at a temperature
+        keep the result if it leaves no more problems than before
+
+This is self-correction with the parser as the judge: a masked diffusion model can revise any
+token it committed, with context on both sides, so a broken line is re-drawn in place while
+the rest of the fill stays. The retry samples at a temperature (seeded, so a request gives the
+same result each time): at temperature 0 the model, asked the same question, would mostly say
+the same thing again. Rounds only run when the file parsed before the fill, so a file that was
+already broken is filled as it is. Problems are counted with infill.syntax.python_problems:
+tree-sitter's, else the one Python's own parser reports (tree-sitter misses bad indentation).
+
+tree-sitter often reports an unclosed bracket or a bad indent lines after the mistake, outside
+every fill: such a problem is blamed on the last line of the nearest fill before it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+
+from infill.backend import Denoiser
+from infill.canvas import Canvas, Slot, span_text
+from infill.document import Document
+from infill.sampler import SamplerConfig, SampleStats, Step, sample
+from infill.syntax import SyntaxProblem, python_problems
+
+TEMPERATURE = 0.8  # sampling temperature of a retry
+RETRY_STEPS = 8  # step cap of a retry (at most the request's own cap)
+
+
+def remask_syntax(
+    denoiser: Denoiser,
+    document: Document,
+    canvas: Canvas,
+    ids: torch.Tensor,
+    config: SamplerConfig,
+    rounds: int,
+    on_step: Callable[[Step], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> tuple[torch.Tensor, list[SampleStats]]:
+    """Up to `rounds` retries of the fills in `ids` (1, L), a filled `canvas` of `document`.
+
+    Returns the ids to keep and the stats of each round run (each counts one `syntax_rounds`;
+    its `revisions` include the re-masked tokens).
+    """
+    if rounds < 1 or python_problems(document.text):
+        return ids, []
+    problems = python_problems(filled_text(denoiser, document, canvas, ids))
+    done: list[SampleStats] = []
+    for round_index in range(rounds):
+        if not problems:
+            break
+        remask = tokens_to_remask(denoiser, document, canvas, ids, problems)
+        if not remask.any():
+            break
+        retry = replace(
+            config,
+            temperature=TEMPERATURE,
+            seed=(config.seed or 0) + round_index + 1,
+            length="given",
+            steps=min(config.steps, RETRY_STEPS),
+        )
+        trial = sample(denoiser, ids, remask, retry, on_step, cancelled)
+        revisions = trial.stats.revisions + int(remask.sum())
+        done.append(replace(trial.stats, tokens=0, revisions=revisions, syntax_rounds=1))
+        left = python_problems(filled_text(denoiser, document, canvas, trial.ids))
+        if len(left) <= len(problems):
+            ids, problems = trial.ids, left
+    return ids, done
+
+
+def slot_texts(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> list[str]:
+    """Each slot's fill as text, in the document's line endings."""
+    row = ids[0].tolist()
+    return [
+        document.adapt_newlines(span_text(denoiser, row[slot.start : slot.start + slot.length]))
+        for slot in canvas.slots
+    ]
+
+
+def filled_text(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> str:
+    """The document with each slot's span replaced by its fill."""
+    pieces, position = [], 0
+    for slot, text in zip(canvas.slots, slot_texts(denoiser, document, canvas, ids)):
+        pieces += [document.text[position : slot.span.start], text]
+        position = slot.span.end
+    return "".join(pieces) + document.text[position:]
+
+
+def tokens_to_remask(
+    denoiser: Denoiser,
+    document: Document,
+    canvas: Canvas,
+    ids: torch.Tensor,
+    problems: list[SyntaxProblem],
+) -> torch.Tensor:
+    """(1, L) bool: the fills' content tokens (not <null>) on a line that a problem touches."""
+    texts = slot_texts(denoiser, document, canvas, ids)
+    filled = filled_text(denoiser, document, canvas, ids)
+    # Where each fill lies in the filled text, as 0-based lines [first, last].
+    extents, shift = [], 0
+    for slot, text in zip(canvas.slots, texts):
+        start = slot.span.start + shift
+        first = filled.count("\n", 0, start)
+        extents.append((first, first + text.count("\n")))
+        shift += len(text) - (slot.span.end - slot.span.start)
+    lines = [set() for _ in canvas.slots]
+    for problem in problems:
+        top = filled.count("\n", 0, problem.start)
+        bottom = top + filled.count("\n", problem.start, problem.end)
+        touched = [i for i, (first, last) in enumerate(extents) if first <= bottom and top <= last]
+        for i in touched:
+            first, last = extents[i]
+            lines[i].update(range(max(top, first) - first, min(bottom, last) - first + 1))
+        if not touched:  # blame the nearest fill before the problem (or the first fill)
+            before = bisect.bisect_right([last for _, last in extents], top) - 1
+            i = max(before, 0)
+            lines[i].add(extents[i][1] - extents[i][0] if before >= 0 else 0)
+    remask = torch.zeros_like(ids, dtype=torch.bool)
+    for slot, wanted in zip(canvas.slots, lines):
+        for position in _positions_on_lines(denoiser, document, slot, ids[0].tolist(), wanted):
+            remask[0, position] = True
+    return remask
+
+
+def _positions_on_lines(
+    denoiser: Denoiser, document: Document, slot: Slot, row: list[int], wanted: set[int]
+) -> list[int]:
+    """Canvas positions of the slot's content tokens that touch one of the `wanted` lines
+    (0-based, counted from the slot's first line)."""
+    if not wanted:
+        return []
+    found = []
+    for i in range(slot.start, slot.start + slot.length):
+        if row[i] == denoiser.null_id:
+            continue
+        first = document.adapt_newlines(span_text(denoiser, row[slot.start : i])).count("\n")
+        last = document.adapt_newlines(span_text(denoiser, row[slot.start : i + 1])).count("\n")
+        if any(line in wanted for line in range(first, last + 1)):
+            found.append(i)
+    return found

@@ -1,0 +1,155 @@
+"""Syntax-guided re-masking: a fill that breaks the file's syntax is re-denoised where it broke.
+
+The network is the oracle test double: it commits a confidently wrong token on the first pass
+(while the whole span is masked) and knows the answer once only a few positions are masked,
+which is what a retry asks of it. The sampler's own self-correction is switched off
+(`max_revisions=0`) so that only the parser can notice the wrong token. The real tiny model
+runs the same path at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from infill.canvas import Canvas
+from infill.document import document_from_bytes
+from infill.edits import apply_edits
+from infill.engine import InfillOptions, infill, plan_canvases
+from infill.sampler import SamplerConfig
+from infill.spans import Span, line_span
+from infill.syntax import has_syntax_error, python_problems
+from infill.syntax_remask import filled_text, tokens_to_remask
+
+SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
+NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
+
+
+def swapped(probe, text: str, old: str, new: str) -> tuple[list[int], int, int]:
+    """ids of `text`, the index of its token `old`, and the id of token `new`."""
+    ids = probe.encode(text)
+    [old_id], [new_id] = probe.encode(old), probe.encode(new)
+    return ids, ids.index(old_id), new_id
+
+
+def run(make_oracle, oracle_for_canvases, span: Span, wrong_tokens: list[tuple[str, str]], **options):
+    """Fill `span` of SOURCE with an oracle that first commits `wrong_tokens` (old -> new)."""
+    document = document_from_bytes(SOURCE.encode())
+    options = InfillOptions(sampler=NO_SELF_CORRECTION, **options)
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], options)
+    [slot] = canvas.slots
+    answer = probe.encode(SOURCE[span.start : span.end])
+    wrong = {}
+    for old, new in wrong_tokens:
+        _, index, new_id = swapped(probe, SOURCE[span.start : span.end], old, new)
+        wrong[slot.start + index] = new_id
+    oracle = oracle_for_canvases([(canvas, [answer])], wrong=wrong, wrong_until=len(answer) // 2)
+    return infill(oracle, document, [span], options), document
+
+
+def test_a_fill_that_breaks_the_syntax_is_retried_on_the_broken_line_only(make_oracle, oracle_for_canvases):
+    span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
+    # line 2 gets a wrong but valid token (- for *), line 3 a breaking one (= for +)
+    wrong = [("*", "-"), ("+", "=")]
+
+    broken, document = run(make_oracle, oracle_for_canvases, span, wrong, syntax_rounds=0)
+    assert broken.spans[0].new_text == "    y = x - 2\n    return y = 1"
+    assert has_syntax_error(apply_edits(SOURCE, broken.edits)) and broken.stats.syntax_rounds == 0
+
+    mended, _ = run(make_oracle, oracle_for_canvases, span, wrong)
+    assert mended.spans[0].new_text == "    y = x - 2\n    return y + 1"  # line 2 was not re-masked
+    assert not has_syntax_error(apply_edits(SOURCE, mended.edits))
+    assert mended.stats.syntax_rounds == 1
+    assert mended.stats.revisions >= len(document.text.splitlines()[2].split())  # line 3 re-masked
+    assert mended.stats.steps > broken.stats.steps
+
+
+def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_broken(
+    make_oracle, oracle_for_canvases
+):
+    document = document_from_bytes(SOURCE.encode())
+    span = line_span(SOURCE, 3, 3)
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
+    answer = probe.encode("    return y = = 1")  # the network insists on broken code
+    oracle = oracle_for_canvases([(canvas, [answer])])
+    result = infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3))
+    assert result.stats.syntax_rounds == 3
+    assert result.spans[0].new_text == "    return y = = 1"
+
+
+def test_a_file_that_did_not_parse_is_filled_without_retries(make_oracle, oracle_for_canvases):
+    text = SOURCE + "def broken(:\n"
+    document = document_from_bytes(text.encode())
+    span = line_span(text, 3, 3)
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, text, [span], InfillOptions())
+    oracle = oracle_for_canvases([(canvas, [probe.encode("    return y = = 1")])])
+    result = infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION))
+    assert result.stats.syntax_rounds == 0
+
+
+def problem_lines(text: str) -> list[int]:
+    return [text.count("\n", 0, p.start) for p in python_problems(text)]
+
+
+@pytest.mark.parametrize(
+    ("fill", "blamed"),
+    [
+        ("    y = x * 2\n    return y = 1", ["    return", " y", " =", " 1"]),  # the problem is in the fill
+        ("    y = x * 2\n    if y:", ["    if", " y", ":"]),  # reported after the fill: its last line
+    ],
+)
+def test_tokens_on_the_problem_lines_are_the_ones_remasked(make_oracle, fill: str, blamed: list[str]):
+    document = document_from_bytes(SOURCE.encode())
+    span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
+    [slot] = canvas.slots
+    ids = torch.tensor([canvas.ids])
+    fill_ids = probe.encode(fill)
+    padded = fill_ids + [probe.null_id] * (slot.length - len(fill_ids))
+    ids[0, slot.start : slot.start + slot.length] = torch.tensor(padded)
+    filled = filled_text(probe, document, canvas, ids)
+    assert filled == SOURCE.replace(SOURCE[span.start : span.end], fill)
+
+    remask = tokens_to_remask(probe, document, canvas, ids, python_problems(filled))
+    picked = [probe.decode([int(ids[0, i])]) for i in remask[0].nonzero().flatten()]
+    assert "".join(picked).strip() == "".join(blamed).strip()
+    assert not remask[0, : slot.start].any() and not remask[0, slot.start + len(fill_ids) :].any()
+
+
+def test_the_tiny_model_runs_the_retries_and_leaves_the_rest_of_the_file(tiny_backend):
+    document = document_from_bytes(SOURCE.encode())
+    spans = [line_span(SOURCE, 2, 3)]
+    options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2)
+    result = infill(tiny_backend, document, spans, options)
+    assert result.stats.syntax_rounds <= 2
+    assert result.stats.forward_passes <= 4 + 2 * 4
+    new = apply_edits(SOURCE, result.edits)
+    assert new.startswith(SOURCE[: spans[0].start]) and new.endswith(SOURCE[spans[0].end :])
+    again = infill(tiny_backend, document, spans, options)
+    assert again.spans[0].new_text == result.spans[0].new_text  # seeded retries: reproducible
+
+
+def test_a_canvas_with_two_fills_blames_each_its_own_lines(make_oracle):
+    document = document_from_bytes(SOURCE.encode())
+    spans = [line_span(SOURCE, 2, 2), line_span(SOURCE, 6, 6)]
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, spans, InfillOptions())
+    assert isinstance(canvas, Canvas) and len(canvas.slots) == 2
+    ids = torch.tensor([canvas.ids])
+    for slot, fill in zip(canvas.slots, ["    y = x * 2", "print(f(2)"]):
+        fill_ids = probe.encode(fill)
+        ids[0, slot.start : slot.start + slot.length] = torch.tensor(
+            fill_ids + [probe.null_id] * (slot.length - len(fill_ids))
+        )
+    filled = filled_text(probe, document, canvas, ids)
+    assert problem_lines(filled) and has_syntax_error(filled)
+    remask = tokens_to_remask(probe, document, canvas, ids, python_problems(filled))
+    first, second = canvas.slots
+    assert not remask[0, first.start : first.start + first.length].any()
+    assert remask[0, second.start : second.start + second.length].any()
