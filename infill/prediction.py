@@ -10,6 +10,9 @@ A step then costs in proportion to the span, not to the file's window.
 The cached context was computed while the span was more masked than it is now: an
 approximation, which `infill-bench speed` and `infill-bench quality --cache-refresh` measure.
 `refresh=1` runs every step over the whole canvas (exact), as does a denoiser without a cache.
+Once a span's length is decided, its <null> padding is context too: `narrow` drops it from the
+computed positions (after one more pass that caches it), so a cached step costs in proportion
+to the span's content.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ class CanvasPredictor:
         self.cache = denoiser.new_cache() if self.caching else None
         self.calls = 0
         self.full_passes = 0
+        self.narrowed: torch.Tensor | None = None  # the columns to use after the next pass
+
+    def narrow(self, editable: torch.Tensor) -> None:
+        """After the next pass only `editable` (a subset of the positions so far) is wanted, e.g.
+        once a span's <null> padding is final. The next pass still computes the positions that
+        leave, so that the cache holds their keys and values with their final tokens."""
+        columns = editable.any(0).nonzero().flatten()
+        if len(columns) < len(self.columns):
+            self.narrowed = columns
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, L) ids -> (B, L, vocab) probabilities at the editable columns, 0 elsewhere;
@@ -43,6 +55,8 @@ class CanvasPredictor:
             logits = self.denoiser.logits(x)[:, self.columns]
         probs = torch.zeros(*x.shape, logits.size(-1))
         probs[:, self.columns] = allowed_softmax(self.denoiser, logits)
+        if self.narrowed is not None:
+            self.columns, self.narrowed = self.narrowed, None
         return probs
 
 

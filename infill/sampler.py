@@ -120,6 +120,7 @@ def sample(
             x = torch.where(padding, torch.full_like(x, denoiser.null_id), x)
             confidence = torch.where(padding, probs[..., denoiser.null_id], confidence)
             editable = content  # the padding is final; only content positions are denoised
+            predict.narrow(editable)
         masked = editable & (x == denoiser.mask_id)
         last = step == config.steps - 1
 

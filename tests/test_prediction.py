@@ -154,3 +154,56 @@ def test_a_network_without_a_cache_counts_every_pass_as_full(tiny_backend):
     result = sample(NoCache(tiny_backend), ids, editable, SamplerConfig(steps=6, cache_refresh=4))
 
     assert result.stats.forward_passes >= 1 and result.stats.cached_passes == 0
+
+
+class Recording:
+    """The tiny model, recording which positions each cached pass computes (None: full pass);
+    with `pad_from`, it is sure that the canvas positions from there on are <null>."""
+
+    def __init__(self, inner, pad_from: int | None = None):
+        self.inner, self.passes, self.pad_from = inner, [], pad_from
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def cached_logits(self, ids, positions, cache, refresh):
+        self.passes.append(None if refresh else positions.tolist())
+        logits = self.inner.cached_logits(ids, positions, cache, refresh)
+        if self.pad_from is not None:
+            logits[:, positions >= self.pad_from, self.inner.null_id] = 50.0
+        return logits
+
+
+def test_narrowing_drops_positions_after_one_more_pass_that_caches_their_final_tokens(tiny_backend):
+    network = Recording(tiny_backend)
+    ids = canvas_of(tiny_backend, seed=3)
+    editable = torch.zeros_like(ids, dtype=torch.bool)
+    editable[:, 40:60] = True
+    predict = CanvasPredictor(network, editable, refresh=8)
+    predict(ids)
+    content = editable.clone()
+    content[:, 50:] = False  # e.g. a span's padding, now final
+    ids[:, 50:60] = tiny_backend.null_id
+    predict.narrow(content)
+
+    second = predict(ids)
+    third = predict(ids)
+
+    assert network.passes == [None, list(range(40, 60)), list(range(40, 50))]
+    assert second[:, 50:60].sum() > 0 and third[:, 50:60].sum() == 0  # no longer computed
+    exact = CanvasPredictor(tiny_backend, content, refresh=1)(ids)  # the nulls in every position
+    torch.testing.assert_close(third[:, 40:50], exact[:, 40:50], rtol=1e-4, atol=1e-4)
+
+
+def test_the_sampler_narrows_to_a_spans_content_once_its_length_is_decided(tiny_backend):
+    network = Recording(tiny_backend, pad_from=55)
+    ids = canvas_of(tiny_backend, seed=4)[:1]
+    editable = torch.zeros_like(ids, dtype=torch.bool)
+    editable[:, 30:70] = True
+
+    result = sample(network, ids, editable, SamplerConfig(steps=6, cache_refresh=8))
+
+    content = (result.ids[0, 30:70] != tiny_backend.null_id).sum()
+    assert network.passes[0] is None and len(network.passes[1]) == 40
+    assert content == 25
+    assert len(network.passes) > 2 and all(p == list(range(30, 55)) for p in network.passes[2:])
