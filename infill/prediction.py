@@ -43,21 +43,20 @@ class CanvasPredictor:
         if len(columns) < len(self.columns):
             self.narrowed = columns
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, L) ids -> (B, L, vocab) probabilities at the editable columns, 0 elsewhere;
-        special tokens (mask, padding, ...) are ruled out."""
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, L) ids -> (columns (P,), probabilities (B, P, vocab) at those positions): the
+        positions wanted, with special tokens (mask, padding, ...) ruled out."""
         full = not self.caching or self.calls % self.refresh == 0
         self.calls += 1
         self.full_passes += int(full)
+        columns = self.columns
         if self.caching:
-            logits = self.denoiser.cached_logits(x, self.columns, self.cache, refresh=full)
+            logits = self.denoiser.cached_logits(x, columns, self.cache, refresh=full)
         else:
-            logits = self.denoiser.logits(x)[:, self.columns]
-        probs = torch.zeros(*x.shape, logits.size(-1))
-        probs[:, self.columns] = allowed_softmax(self.denoiser, logits)
+            logits = self.denoiser.logits(x)[:, columns]
         if self.narrowed is not None:
             self.columns, self.narrowed = self.narrowed, None
-        return probs
+        return columns, allowed_softmax(self.denoiser, logits)
 
 
 def allowed_softmax(denoiser: Denoiser, logits: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -112,20 +113,22 @@ def sample(
     for step in range(config.steps):
         if cancelled is not None and cancelled():
             raise Cancelled("sampling cancelled")
-        probs = predict(x)  # (B, L, vocab), zero outside the editable positions
+        columns, probs = predict(x)  # (B, P, vocab) at the P positions that may change
         passes += 1
+        spread = partial(at_columns, x.shape, columns)  # (B, P) values -> (B, L)
         if decide_length and step == 0:
-            content = span_lengths(probs, editable, denoiser.null_id)
+            null_p = spread(probs[..., denoiser.null_id], 0.0)
+            content = span_lengths(null_p, editable)
             padding = editable & ~content
             x = torch.where(padding, torch.full_like(x, denoiser.null_id), x)
-            confidence = torch.where(padding, probs[..., denoiser.null_id], confidence)
+            confidence = torch.where(padding, null_p, confidence)
             editable = content  # the padding is final; only content positions are denoised
             predict.narrow(editable)
         masked = editable & (x == denoiser.mask_id)
         last = step == config.steps - 1
 
         # Self-correction: committed tokens the model no longer believes in go back to <mask>.
-        current = probs.gather(-1, x.unsqueeze(-1)).squeeze(-1)
+        current = spread(probs.gather(-1, x[:, columns, None]).squeeze(-1), 0.0)
         disbelieved = editable & ~masked & (current < config.remask_threshold)
         disbelieved &= revisions < config.max_revisions
         remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
@@ -137,9 +140,12 @@ def sample(
             choices[..., denoiser.null_id] = 0
         elif config.nulls_from_end and denoiser.null_id is not None:
             choices = probs.clone()
-            choices[..., denoiser.null_id] *= null_allowed(x, masked, editable, probs, denoiser.null_id)
-        predicted = pick_tokens(choices, config.temperature, generator)
-        predicted_p = choices.gather(-1, predicted.unsqueeze(-1)).squeeze(-1)
+            null_best = spread(probs.argmax(-1) == denoiser.null_id, False)
+            allowed = null_allowed(x, masked, editable, null_best, denoiser.null_id)
+            choices[..., denoiser.null_id] *= allowed[:, columns]
+        picked = pick_tokens(choices, config.temperature, generator)  # (B, P)
+        predicted = spread(picked, denoiser.mask_id)
+        predicted_p = spread(choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1), 0.0)
         score = torch.where(masked, predicted_p, torch.tensor(-1.0))
         quota = torch.ceil(masked.sum(1) / (config.steps - step)).long()  # (B,)
         rank = score.argsort(dim=1, descending=True).argsort(dim=1)
@@ -169,7 +175,14 @@ def sample(
     return SampleResult(x, confidence, stats)
 
 
-def span_lengths(probs: torch.Tensor, editable: torch.Tensor, null_id: int) -> torch.Tensor:
+def at_columns(shape: torch.Size, columns: torch.Tensor, values: torch.Tensor, fill) -> torch.Tensor:
+    """A (B, L) tensor holding (B, P) `values` at `columns` and `fill` everywhere else."""
+    full = torch.full(shape, fill, dtype=values.dtype)
+    full[:, columns] = values
+    return full
+
+
+def span_lengths(null_p: torch.Tensor, editable: torch.Tensor) -> torch.Tensor:
     """(B, L) bool: the editable positions that hold a span's content; the rest is padding.
 
     Each span (a run of editable positions) keeps as many leading positions as, on the first pass
@@ -180,7 +193,7 @@ def span_lengths(probs: torch.Tensor, editable: torch.Tensor, null_id: int) -> t
     content = torch.zeros_like(editable)
     for row in range(editable.size(0)):
         for start, end in runs(editable[row]):
-            length = int((probs[row, start:end, null_id] < 0.5).sum())
+            length = int((null_p[row, start:end] < 0.5).sum())
             content[row, start : start + length] = True
     return content
 
@@ -194,17 +207,17 @@ def runs(flags: torch.Tensor) -> list[tuple[int, int]]:
 
 
 def null_allowed(
-    x: torch.Tensor, masked: torch.Tensor, editable: torch.Tensor, probs: torch.Tensor, null_id: int
+    x: torch.Tensor, masked: torch.Tensor, editable: torch.Tensor, null_best: torch.Tensor, null_id: int
 ) -> torch.Tensor:
     """Where <null> may be committed now: where every later position of the span is null too.
 
     Training pads a span's content with nulls at its end, so a null in the middle tells the model
     that the content is over, and a confident early null would cut the fill short. A position
-    counts as null if it holds one or, still masked, the model's best guess for it is one; nulls
-    are allowed only in the run of such positions that ends the span."""
+    counts as null if it holds one or, still masked, the model's best guess for it is one
+    (`null_best`); nulls are allowed only in the run of such positions that ends the span."""
     length = x.size(1)
     index = torch.arange(length).expand_as(x)
-    null_like = torch.where(masked, probs.argmax(-1) == null_id, x == null_id)
+    null_like = torch.where(masked, null_best, x == null_id)
     content = editable & ~null_like
 
     def next_after(flags: torch.Tensor) -> torch.Tensor:  # index of the next flagged position after i
