@@ -218,7 +218,7 @@ def stats_line(s: SampleStats, summary: str) -> str:
     how = "converged" if s.converged else "stopped at the step cap"
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
             f"({s.forward_passes} forward passes, {s.revisions} revisions"
-            f"{f', {s.syntax_rounds} syntax retries' if s.syntax_rounds else ''}), "
+            f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}), "
             f"{s.seconds * 1000:.0f} ms, {how}")
 
 
@@ -236,7 +236,8 @@ class StepPrinter:
 
     def __call__(self, canvas: Canvas, step: Step) -> None:
         ids, committed, remasked = step.ids[0], step.committed[0], step.remasked[0]
-        header = (f"--- step {step.index + 1}: +{int(committed.sum())} committed, "
+        retry = f"syntax retry {step.retry}, " if step.retry else ""
+        header = (f"--- {retry}step {step.index + 1}: +{int(committed.sum())} committed, "
                   f"{int(remasked.sum())} re-masked, {step.masked_left} masked left")
         print(header, file=self.stream)
         for slot in canvas.slots:

@@ -69,6 +69,7 @@ class Step:
     committed: torch.Tensor  # (B, L) bool: positions committed in this step
     remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
     masked_left: int
+    retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.syntax_remask)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import torch
 
@@ -68,13 +69,18 @@ def remask_syntax(
             length="given",
             steps=min(config.steps, RETRY_STEPS),
         )
-        trial = sample(denoiser, ids, remask, retry, on_step, cancelled)
+        hook = None if on_step is None else partial(_as_retry, on_step, round_index + 1)
+        trial = sample(denoiser, ids, remask, retry, hook, cancelled)
         revisions = trial.stats.revisions + int(remask.sum())
         done.append(replace(trial.stats, tokens=0, revisions=revisions, syntax_rounds=1))
         left = python_problems(filled_text(denoiser, document, canvas, trial.ids))
         if len(left) <= len(problems):
             ids, problems = trial.ids, left
     return ids, done
+
+
+def _as_retry(on_step: Callable[[Step], None], retry: int, step: Step) -> None:
+    on_step(replace(step, retry=retry))
 
 
 def slot_texts(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> list[str]:

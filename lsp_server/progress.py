@@ -38,13 +38,16 @@ class StepProgress:
         begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message=message, percentage=0)
         self.server.work_done_progress.begin(token, begin)
 
-    def report(self, index: int, masked_left: int) -> None:
-        """Called on the event loop after denoising step ``index`` (0-based)."""
+    def report(self, index: int, masked_left: int, retry: int = 0) -> None:
+        """Called on the event loop after denoising step ``index`` (0-based) of the fill, or of
+        its ``retry``-th syntax retry."""
         if self.token is None:
             return
         done = index + 1
         message = f"denoising step {done}/{self.steps}, {masked_left} masked"
         percentage = min(99, done * 100 // self.steps)
+        if retry:  # after the fill's own steps: the percentage does not go back
+            message, percentage = f"syntax retry {retry}: step {done}, {masked_left} masked", 99
         report = types.WorkDoneProgressReport(message=message, percentage=percentage)
         self.server.work_done_progress.report(self.token, report)
 

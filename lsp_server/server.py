@@ -234,7 +234,7 @@ class InfillLanguageServer(LanguageServer):
         if progress_title is not None:
 
             def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
-                loop.call_soon_threadsafe(progress.report, step.index, step.masked_left)
+                loop.call_soon_threadsafe(progress.report, step.index, step.masked_left, step.retry)
 
         outcome = "failed"
         try:

@@ -34,7 +34,9 @@ def swapped(probe, text: str, old: str, new: str) -> tuple[list[int], int, int]:
     return ids, ids.index(old_id), new_id
 
 
-def run(make_oracle, oracle_for_canvases, span: Span, wrong_tokens: list[tuple[str, str]], **options):
+def run(
+    make_oracle, oracle_for_canvases, span: Span, wrong_tokens: list[tuple[str, str]], on_step=None, **options
+):
     """Fill `span` of SOURCE with an oracle that first commits `wrong_tokens` (old -> new)."""
     document = document_from_bytes(SOURCE.encode())
     options = InfillOptions(sampler=NO_SELF_CORRECTION, **options)
@@ -47,7 +49,7 @@ def run(make_oracle, oracle_for_canvases, span: Span, wrong_tokens: list[tuple[s
         _, index, new_id = swapped(probe, SOURCE[span.start : span.end], old, new)
         wrong[slot.start + index] = new_id
     oracle = oracle_for_canvases([(canvas, [answer])], wrong=wrong, wrong_until=len(answer) // 2)
-    return infill(oracle, document, [span], options), document
+    return infill(oracle, document, [span], options, on_step=on_step), document
 
 
 def test_a_fill_that_breaks_the_syntax_is_retried_on_the_broken_line_only(make_oracle, oracle_for_canvases):
@@ -59,12 +61,16 @@ def test_a_fill_that_breaks_the_syntax_is_retried_on_the_broken_line_only(make_o
     assert broken.spans[0].new_text == "    y = x - 2\n    return y = 1"
     assert has_syntax_error(apply_edits(SOURCE, broken.edits)) and broken.stats.syntax_rounds == 0
 
-    mended, _ = run(make_oracle, oracle_for_canvases, span, wrong)
+    steps = []
+    mended, _ = run(make_oracle, oracle_for_canvases, span, wrong, lambda canvas, step: steps.append(step))
     assert mended.spans[0].new_text == "    y = x - 2\n    return y + 1"  # line 2 was not re-masked
     assert not has_syntax_error(apply_edits(SOURCE, mended.edits))
     assert mended.stats.syntax_rounds == 1
     assert mended.stats.revisions >= len(document.text.splitlines()[2].split())  # line 3 re-masked
     assert mended.stats.steps > broken.stats.steps
+    retried = [step for step in steps if step.retry]
+    assert {step.retry for step in retried} == {1} and len(retried) == mended.stats.steps - broken.stats.steps
+    assert steps[: len(steps) - len(retried)] == [step for step in steps if not step.retry]  # fill first
 
 
 def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_broken(
