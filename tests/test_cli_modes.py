@@ -98,7 +98,8 @@ def test_alternatives_print_ranked_candidates(tmp_path, model_dir):
     assert done.returncode == 0, done.stderr
     listing = json.loads(done.stdout)
     assert 1 <= len(listing) <= 4 and [c["rank"] for c in listing] == list(range(1, len(listing) + 1))
-    assert [c["score"] for c in listing] == sorted((c["score"] for c in listing), reverse=True)
+    keys = [(not c["breaks_syntax"], c["score"]) for c in listing]  # syntax-keeping ones first
+    assert keys == sorted(keys, reverse=True)
     assert len({c["new_text"] for c in listing}) == len(listing)
     line_start, line_end = SOURCE.index("    return total"), SOURCE.index("len(values)") + len("len(values)")
     for candidate in listing:

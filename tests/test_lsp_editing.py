@@ -32,6 +32,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities
 
 from infill.edits import TextEdit, apply_edits
+from infill.syntax import has_syntax_error
 from lsp_server.positions import offset_to_position, position_to_offset
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -325,7 +326,9 @@ async def test_alternatives_are_sampled_once_and_offered_ranked_as_they_are_appl
     assert all(a.edit is not None for a in offered)
     numbers = alternative_numbers(offered)
     assert [n[:2] for n in numbers] == [(rank, count) for rank in range(2, count + 1)]
-    assert [n[2] for n in numbers] == sorted((n[2] for n in numbers), reverse=True)  # the model's score
+    parsing = [not has_syntax_error(apply(best, document_edits(a, uri, 2))) for a in offered]
+    keys = [(parses, n[2]) for parses, n in zip(parsing, numbers)]  # syntax-keeping first, then score
+    assert keys == sorted(keys, reverse=True)
     assert await actions_of(client, uri, best, 0, kind=ALTERNATIVES) == []  # away from the span
     second = offered[0]
     second_text = apply(best, document_edits(second, uri, 2))
