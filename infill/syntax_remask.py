@@ -1,7 +1,7 @@
-"""Syntax-guided re-masking: a fill that breaks a file that parsed is partly denoised again.
+"""Syntax-guided re-masking: a fill that breaks the file's syntax is partly denoised again.
 
     fill the canvas -> put the fills in the file -> parse (tree-sitter, then Python's ast)
-    while the file has syntax problems and rounds are left:
+    while the fills cause syntax problems and rounds are left:
         re-mask the fills' tokens on the lines the problems touch
         denoise those positions again, everything else fixed context, at a temperature
         keep the result if it leaves no more problems than before
@@ -10,9 +10,10 @@ This is self-correction with the parser as the judge: a masked diffusion model c
 token it committed, with context on both sides, so a broken line is re-drawn in place while
 the rest of the fill stays. The retry samples at a temperature (seeded, so a request gives the
 same result each time): at temperature 0 the model, asked the same question, would mostly say
-the same thing again. Rounds only run when the file parsed before the fill, so a file that was
-already broken is filled as it is. Problems are counted with infill.syntax.python_problems:
-tree-sitter's, else the one Python's own parser reports (tree-sitter misses bad indentation).
+the same thing again. Problems are counted with infill.syntax.python_problems: tree-sitter's,
+else the one Python's own parser reports (tree-sitter misses bad indentation). In a file that
+parsed before the fill every problem is the fill's doing; in one that did not (a quick fix for a
+syntax error fills the statement around it), only the problems that touch a fill are.
 
 tree-sitter often reports an unclosed bracket or a bad indent lines after the mistake, outside
 every fill: such a problem is blamed on the last line of the nearest fill before it.
@@ -52,9 +53,20 @@ def remask_syntax(
     Returns the ids to keep and the stats of each round run (each counts one `syntax_rounds`;
     its `revisions` include the re-masked tokens).
     """
-    if rounds < 1 or python_problems(document.text):
+    if rounds < 1:
         return ids, []
-    problems = python_problems(filled_text(denoiser, document, canvas, ids))
+    broken_before = bool(python_problems(document.text))
+
+    def fills_problems(ids: torch.Tensor) -> list[SyntaxProblem]:
+        """The problems that are the fills' doing: all of them in a file that parsed; in one
+        that did not, those that touch a fill."""
+        found = python_problems(filled_text(denoiser, document, canvas, ids))
+        if not broken_before:
+            return found
+        extents = fill_extents(document, canvas, slot_texts(denoiser, document, canvas, ids))
+        return [p for p in found if any(p.start <= end and start <= p.end for start, end in extents)]
+
+    problems = fills_problems(ids)
     done: list[SampleStats] = []
     for round_index in range(rounds):
         if not problems:
@@ -73,7 +85,7 @@ def remask_syntax(
         trial = sample(denoiser, ids, remask, retry, hook, cancelled)
         revisions = trial.stats.revisions + int(remask.sum())
         done.append(replace(trial.stats, tokens=0, revisions=revisions, syntax_rounds=1))
-        left = python_problems(filled_text(denoiser, document, canvas, trial.ids))
+        left = fills_problems(trial.ids)
         if len(left) <= len(problems):
             ids, problems = trial.ids, left
     return ids, done
@@ -101,6 +113,16 @@ def filled_text(denoiser: Denoiser, document: Document, canvas: Canvas, ids: tor
     return "".join(pieces) + document.text[position:]
 
 
+def fill_extents(document: Document, canvas: Canvas, texts: list[str]) -> list[tuple[int, int]]:
+    """Where each fill (`texts`, one per slot) lies in the filled text: [start, end) offsets."""
+    extents, shift = [], 0
+    for slot, text in zip(canvas.slots, texts):
+        start = slot.span.start + shift
+        extents.append((start, start + len(text)))
+        shift += len(text) - (slot.span.end - slot.span.start)
+    return extents
+
+
 def tokens_to_remask(
     denoiser: Denoiser,
     document: Document,
@@ -112,12 +134,10 @@ def tokens_to_remask(
     texts = slot_texts(denoiser, document, canvas, ids)
     filled = filled_text(denoiser, document, canvas, ids)
     # Where each fill lies in the filled text, as 0-based lines [first, last].
-    extents, shift = [], 0
-    for slot, text in zip(canvas.slots, texts):
-        start = slot.span.start + shift
+    extents = []
+    for (start, _), text in zip(fill_extents(document, canvas, texts), texts):
         first = filled.count("\n", 0, start)
         extents.append((first, first + text.count("\n")))
-        shift += len(text) - (slot.span.end - slot.span.start)
     lines = [set() for _ in canvas.slots]
     for problem in problems:
         top = filled.count("\n", 0, problem.start)

@@ -87,15 +87,28 @@ def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_b
     assert result.spans[0].new_text == "    return y = = 1"
 
 
-def test_a_file_that_did_not_parse_is_filled_without_retries(make_oracle, oracle_for_canvases):
-    text = SOURCE + "def broken(:\n"
+def test_in_a_broken_file_only_the_problems_that_touch_the_fill_are_retried(make_oracle, oracle_for_canvases):
+    text = SOURCE + "def broken(:\n"  # a problem far from the span, not the fill's doing
     document = document_from_bytes(text.encode())
     span = line_span(text, 3, 3)
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     [canvas] = plan_canvases(probe, text, [span], InfillOptions())
-    oracle = oracle_for_canvases([(canvas, [probe.encode("    return y = = 1")])])
-    result = infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION))
-    assert result.stats.syntax_rounds == 0
+
+    def fill(answer: str, **options):
+        oracle = oracle_for_canvases([(canvas, [probe.encode(answer)])])
+        return infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION, **options))
+
+    assert fill("    return y + 1").stats.syntax_rounds == 0  # its own line is fine
+    stubborn = fill("    return y = = 1", syntax_rounds=2)  # its own line is broken: retried
+    assert stubborn.stats.syntax_rounds == 2
+
+    answer = probe.encode("    return y + 1")
+    _, index, wrong_id = swapped(probe, "    return y + 1", "+", "=")
+    oracle = oracle_for_canvases(
+        [(canvas, [answer])], wrong={canvas.slots[0].start + index: wrong_id}, wrong_until=len(answer) // 2
+    )
+    mended = infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION))
+    assert mended.spans[0].new_text == "    return y + 1" and mended.stats.syntax_rounds == 1
 
 
 def problem_lines(text: str) -> list[int]:
