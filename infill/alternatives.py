@@ -5,8 +5,10 @@ each row at a temperature above 0 (one seeded generator for the batch, so a seed
 set reproducible). Candidates that decode to the same text are merged, and the rest are ranked
 by the model's own score: the mean log-probability of the tokens in the span's slot, <null>s
 included, as `SampleResult.confidence` reports them when sampling ends. Every candidate has the
-same number of slot positions, so the scores compare. A candidate that would turn a file that
-parses into one that does not (tree-sitter) ranks after every candidate that keeps it parsing.
+same number of slot positions, so the scores compare. Candidates that break the file's syntax
+get syntax retries (infill.syntax_remask), the rows that need one as one batch; a candidate
+that still turns a file that parses into one that does not ranks after every candidate that
+keeps it parsing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from infill.engine import InfillOptions, plan_canvases
 from infill.errors import InputError
 from infill.sampler import SampleStats, Step, sample
 from infill.spans import Span, validate_spans
-from infill.syntax import has_syntax_error
+from infill.syntax import python_problems
+from infill.syntax_remask import remask_syntax
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_CANDIDATES = 64
@@ -71,8 +74,10 @@ def alternatives(
     editable = torch.tensor([canvas.editable()]).repeat(n, 1)
     step_hook = partial(on_step, canvas) if on_step else None
     sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
+    rounds = options.syntax_rounds  # candidates that break the syntax are retried, as one batch
+    sampled = remask_syntax(denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled)
 
-    parsed = not has_syntax_error(document.text)
+    parsed = not python_problems(document.text)
     where = slice(slot.start, slot.start + slot.length)
     scores = sampled.confidence[:, where].clamp_min(1e-12).log().mean(1).tolist()
     best: dict[str, Candidate] = {}
@@ -82,7 +87,7 @@ def alternatives(
         if known is None:
             edit = minimal_edit(document.text, span.start, span.end, new_text)
             filled = document.text[: span.start] + new_text + document.text[span.end :]
-            breaks = parsed and has_syntax_error(filled)
+            breaks = parsed and bool(python_problems(filled))
             best[new_text] = Candidate(new_text, edit, scores[row], [row], sampled.stats, breaks)
         else:
             known.rows.append(row)

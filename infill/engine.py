@@ -18,7 +18,7 @@ from infill.canvas import Canvas, build_canvas
 from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, SampleStats, Step, sample
+from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, sample
 from infill.spans import Span, validate_spans
 from infill.syntax_remask import remask_syntax, slot_texts
 
@@ -75,13 +75,11 @@ def infill(
         ids = torch.tensor([canvas.ids])
         editable = torch.tensor([canvas.editable()])
         step_hook = partial(on_step, canvas) if on_step else None
-        sampled = sample(denoiser, ids, editable, options.sampler, step_hook, cancelled)
-        rounds = options.syntax_rounds
-        filled, retries = remask_syntax(
-            denoiser, document, canvas, sampled.ids, options.sampler, rounds, step_hook, cancelled
-        )
-        totals += [sampled.stats, *retries]
-        for slot, new_text in zip(canvas.slots, slot_texts(denoiser, document, canvas, filled)):
+        config, rounds = options.sampler, options.syntax_rounds
+        sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
+        sampled = remask_syntax(denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled)
+        totals.append(sampled.stats)
+        for slot, new_text in zip(canvas.slots, slot_texts(denoiser, document, canvas, sampled.ids)):
             edit = minimal_edit(document.text, slot.span.start, slot.span.end, new_text)
             results.append(SpanResult(slot.span, new_text, edit))
     return InfillResult(results, merge_stats(totals))
@@ -113,16 +111,3 @@ def plan_canvases(
             canvases.append(current)
             current, group = canvas([span]), [span]
     return canvases + [current]
-
-
-def merge_stats(parts: list[SampleStats]) -> SampleStats:
-    return SampleStats(
-        steps=sum(p.steps for p in parts),
-        forward_passes=sum(p.forward_passes for p in parts),
-        tokens=sum(p.tokens for p in parts),
-        revisions=sum(p.revisions for p in parts),
-        seconds=sum(p.seconds for p in parts),
-        converged=all(p.converged for p in parts),
-        cached_passes=sum(p.cached_passes for p in parts),
-        syntax_rounds=sum(p.syntax_rounds for p in parts),
-    )

@@ -26,9 +26,9 @@ from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot
 from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
-from infill.engine import InfillOptions, merge_stats, plan_canvases
+from infill.engine import InfillOptions, plan_canvases
 from infill.errors import Cancelled, InputError
-from infill.sampler import SamplerConfig, SampleStats, Step, sample, token_probabilities
+from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, sample, token_probabilities
 from infill.spans import Span, validate_spans
 
 

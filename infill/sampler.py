@@ -244,3 +244,16 @@ def pick_tokens(probs: torch.Tensor, temperature: float, generator) -> torch.Ten
     scaled = torch.where(predicted, scaled, torch.tensor(0.0))
     flat = torch.softmax(scaled, dim=-1).view(-1, probs.size(-1))
     return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
+
+
+def merge_stats(parts: list[SampleStats]) -> SampleStats:
+    return SampleStats(
+        steps=sum(p.steps for p in parts),
+        forward_passes=sum(p.forward_passes for p in parts),
+        tokens=sum(p.tokens for p in parts),
+        revisions=sum(p.revisions for p in parts),
+        seconds=sum(p.seconds for p in parts),
+        converged=all(p.converged for p in parts),
+        cached_passes=sum(p.cached_passes for p in parts),
+        syntax_rounds=sum(p.syntax_rounds for p in parts),
+    )

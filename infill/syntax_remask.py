@@ -31,7 +31,7 @@ import torch
 from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot, span_text
 from infill.document import Document
-from infill.sampler import SamplerConfig, SampleStats, Step, sample
+from infill.sampler import SamplerConfig, SampleResult, SampleStats, Step, merge_stats, sample
 from infill.syntax import SyntaxProblem, python_problems
 
 TEMPERATURE = 0.8  # sampling temperature of a retry
@@ -42,36 +42,40 @@ def remask_syntax(
     denoiser: Denoiser,
     document: Document,
     canvas: Canvas,
-    ids: torch.Tensor,
+    sampled: SampleResult,
     config: SamplerConfig,
     rounds: int,
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
-) -> tuple[torch.Tensor, list[SampleStats]]:
-    """Up to `rounds` retries of the fills in `ids` (1, L), a filled `canvas` of `document`.
+) -> SampleResult:
+    """Up to `rounds` retries of the fills of each row of `sampled` (B, L), a filled `canvas` of
+    `document` (rows: e.g. alternatives; the rows that need a retry are retried as one batch).
 
-    Returns the ids to keep and the stats of each round run (each counts one `syntax_rounds`;
-    its `revisions` include the re-masked tokens).
+    Returns the ids to keep with their confidence, and `sampled.stats` merged with those of the
+    rounds run (each counts one `syntax_rounds`; its `revisions` include the re-masked tokens).
     """
     if rounds < 1:
-        return ids, []
+        return sampled
     broken_before = bool(python_problems(document.text))
 
-    def fills_problems(ids: torch.Tensor) -> list[SyntaxProblem]:
-        """The problems that are the fills' doing: all of them in a file that parsed; in one
-        that did not, those that touch a fill."""
-        found = python_problems(filled_text(denoiser, document, canvas, ids))
+    def fills_problems(row: torch.Tensor) -> list[SyntaxProblem]:
+        """The problems that are the fills' doing (row: (1, L)): all of them in a file that
+        parsed; in one that did not, those that touch a fill."""
+        found = python_problems(filled_text(denoiser, document, canvas, row))
         if not broken_before:
             return found
-        extents = fill_extents(document, canvas, slot_texts(denoiser, document, canvas, ids))
+        extents = fill_extents(document, canvas, slot_texts(denoiser, document, canvas, row))
         return [p for p in found if any(p.start <= end and start <= p.end for start, end in extents)]
 
-    problems = fills_problems(ids)
+    ids, confidence = sampled.ids.clone(), sampled.confidence.clone()
+    rows = range(ids.size(0))
+    problems = [fills_problems(ids[r : r + 1]) for r in rows]
     done: list[SampleStats] = []
     for round_index in range(rounds):
-        if not problems:
-            break
-        remask = tokens_to_remask(denoiser, document, canvas, ids, problems)
+        remask = torch.zeros_like(ids, dtype=torch.bool)
+        for r in rows:
+            if problems[r]:
+                remask[r : r + 1] = tokens_to_remask(denoiser, document, canvas, ids[r : r + 1], problems[r])
         if not remask.any():
             break
         retry = replace(
@@ -85,10 +89,12 @@ def remask_syntax(
         trial = sample(denoiser, ids, remask, retry, hook, cancelled)
         revisions = trial.stats.revisions + int(remask.sum())
         done.append(replace(trial.stats, tokens=0, revisions=revisions, syntax_rounds=1))
-        left = fills_problems(trial.ids)
-        if len(left) <= len(problems):
-            ids, problems = trial.ids, left
-    return ids, done
+        for r in rows:
+            left = fills_problems(trial.ids[r : r + 1]) if remask[r].any() else None
+            if left is not None and len(left) <= len(problems[r]):
+                ids[r], problems[r] = trial.ids[r], left
+                confidence[r] = torch.where(remask[r], trial.confidence[r], confidence[r])
+    return SampleResult(ids, confidence, merge_stats([sampled.stats, *done]))
 
 
 def _as_retry(on_step: Callable[[Step], None], retry: int, step: Step) -> None:

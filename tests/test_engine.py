@@ -12,9 +12,9 @@ from samples import AREA_MODULE
 from infill.canvas import default_budget, span_text
 from infill.document import document_from_bytes
 from infill.edits import apply_edits, minimal_edit
-from infill.engine import InfillOptions, infill, merge_stats, plan_canvases
+from infill.engine import InfillOptions, infill, plan_canvases
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, SampleStats
+from infill.sampler import SamplerConfig, SampleStats, merge_stats
 from infill.spans import Span, line_span, validate_spans
 
 SOURCE = AREA_MODULE

@@ -18,10 +18,10 @@ from infill.canvas import Canvas
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
 from infill.engine import InfillOptions, infill, plan_canvases
-from infill.sampler import SamplerConfig
+from infill.sampler import SamplerConfig, SampleResult, SampleStats
 from infill.spans import Span, line_span
 from infill.syntax import has_syntax_error, python_problems
-from infill.syntax_remask import filled_text, tokens_to_remask
+from infill.syntax_remask import filled_text, remask_syntax, tokens_to_remask
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
@@ -172,3 +172,31 @@ def test_a_canvas_with_two_fills_blames_each_its_own_lines(make_oracle):
     first, second = canvas.slots
     assert not remask[0, first.start : first.start + first.length].any()
     assert remask[0, second.start : second.start + second.length].any()
+
+
+def test_rows_are_retried_as_one_batch_and_only_those_that_break(make_oracle, oracle_for_canvases):
+    document = document_from_bytes(SOURCE.encode())
+    span = line_span(SOURCE, 3, 3)
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
+    [slot] = canvas.slots
+    oracle = oracle_for_canvases([(canvas, [probe.encode("    return y + 1")])])
+    rows = []
+    for fill in ("    return y ) 1", "    return y - 1"):  # broken; fine (though not the answer)
+        fill_ids = probe.encode(fill)
+        row = list(canvas.ids)
+        padding = [probe.null_id] * (slot.length - len(fill_ids))
+        row[slot.start : slot.start + slot.length] = fill_ids + padding
+        rows.append(row)
+    ids = torch.tensor(rows)
+    stats = SampleStats(steps=3, forward_passes=3, tokens=9, revisions=0, seconds=0.1, converged=True)
+    sampled = SampleResult(ids, torch.full(ids.shape, 0.5), stats)
+
+    retried = remask_syntax(oracle, document, canvas, sampled, NO_SELF_CORRECTION, rounds=3)
+
+    texts = [filled_text(probe, document, canvas, retried.ids[r : r + 1]) for r in range(2)]
+    assert texts == [SOURCE, SOURCE.replace("y + 1", "y - 1")]
+    assert oracle.calls == retried.stats.forward_passes - 3 and retried.stats.syntax_rounds == 1
+    assert all(len(batch) == 2 for batch in oracle.inputs)  # both rows went through, as one batch
+    changed = retried.confidence != 0.5
+    assert changed[0].any() and not changed[1].any()  # only the broken row's tokens were re-drawn
