@@ -3,6 +3,8 @@
 At the cursor the document gets an insertion point (an empty span), and the model writes what
 goes there with the code before *and after* the cursor as context. The result is offered as
 ghost text: an ``InlineCompletionItem`` whose range is the cursor itself (nothing is replaced).
+Ghost text is asked for as the user types, so it gets at most :data:`SYNTAX_ROUNDS` syntax
+retry (the ``syntaxRounds`` setting still lowers it; a fill action gets them all).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from lsp_server.positions import UTF16, offset_to_position
 if TYPE_CHECKING:
     from infill.backend import Denoiser
     from infill.engine import InfillOptions
+
+SYNTAX_ROUNDS = 1
 
 
 def inline_completions(
@@ -44,6 +48,7 @@ def inline_completions(
     if not text:
         return []
     options = options or InfillOptions()
+    options = dataclasses.replace(options, syntax_rounds=min(options.syntax_rounds, SYNTAX_ROUNDS))
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
     span = Span(offset, offset, "cursor")
     runs = max(1, alternatives) if options.sampler.temperature > 0 else 1

@@ -250,6 +250,31 @@ def test_inline_completion_inserts_at_the_cursor():
     assert set(item.insert_text) == {"y"}
 
 
+class CountingDenoiser(ConstantDenoiser):
+    """ConstantDenoiser that counts its passes."""
+
+    passes = 0
+
+    def logits(self, ids):
+        self.passes += 1
+        return super().logits(ids)
+
+
+def test_ghost_text_that_breaks_the_syntax_gets_one_retry_at_most():
+    from infill.engine import InfillOptions
+    from infill.sampler import SamplerConfig
+
+    cursor = SOURCE.index("sum(values)")
+    passes = {}
+    for rounds in (0, 4):
+        network = CountingDenoiser(")")  # "))))": always breaks the file, retried in vain
+        options = InfillOptions(SamplerConfig(steps=4), syntax_rounds=rounds)
+        [item] = inline_completions(network, SOURCE, cursor, options)
+        assert set(item.insert_text) == {")"}
+        passes[rounds] = network.passes
+    assert passes[0] < passes[4] <= passes[0] + 4  # one retry of at most 4 passes
+
+
 def test_inline_completion_of_nothing_gives_no_items():
     assert inline_completions(ConstantDenoiser(" "), SOURCE, 0) == []  # blank: not offered
     assert inline_completions(ConstantDenoiser(), "", 0) == []
