@@ -6,6 +6,9 @@ infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--ste
       line, block, body, docstring: cut (seeded) from the held-out packages, never trained
         on (see infill.train.corpus): one code line; 2-6 lines; a function body (up to 10
         lines); the text inside a function's docstring quotes.
+      fix: a held-out code line with one token swapped for another of the same file (a name
+        for a name, a symbol for a symbol); fix mode (--fix) repairs the line, and it is
+        exact if the line is restored.
       exec-body, exec-line: from this project's execution-checked set (infill/evalset):
         a function's body, or one line of it, is masked in a file that holds the module's
         imports, the function and its asserts; the filled file is then RUN, and the task
@@ -52,6 +55,7 @@ from infill.document import Document, document_from_bytes
 from infill.engine import InfillOptions, infill
 from infill.errors import InputError
 from infill.evalset import EvalFunction, load_functions
+from infill.repair import RepairOptions, repair
 from infill.sampler import SamplerConfig
 from infill.spans import Span, line_span
 from infill.train.corpus import (
@@ -63,7 +67,7 @@ from infill.train.corpus import (
     source_roots,
 )
 
-KINDS = ("line", "block", "body", "docstring", "exec-body", "exec-line")
+KINDS = ("line", "block", "body", "docstring", "exec-body", "exec-line", "fix")
 EXEC_KINDS = ("exec-body", "exec-line")
 BODY_MAX_LINES, BODY_MAX_CHARS = 10, 400  # held-out bodies; larger ones overflow the span budget
 PLOT_CAPS = (1, 2, 4, 8, 16, 32)
@@ -77,10 +81,11 @@ class Task:
     text: str  # the whole file (for exec kinds: a program that runs the function's asserts)
     start: int  # the masked span, in characters
     end: int
+    answer: str | None = None  # "fix": the span before it was corrupted (else: the span's text)
 
     @property
     def expected(self) -> str:
-        return self.text[self.start : self.end]
+        return self.answer if self.answer is not None else self.text[self.start : self.end]
 
     @property
     def span(self) -> Span:
@@ -218,7 +223,7 @@ def span_candidates(kind: str, text: str, region: tuple[int, int] | None = None)
 
 
 def all_spans(kind: str, text: str) -> list[tuple[int, int]]:
-    if kind == "line":
+    if kind in ("line", "fix"):
         return line_spans(text, statement_lines(text))
     if kind == "block":
         return block_spans(text)
@@ -259,12 +264,46 @@ def make_tasks(
         made = 0
         for path, text, region in picks:
             candidates = span_candidates(kind, text, region)
-            if candidates:
-                tasks.append(Task(kind, path, text, *rng.choice(candidates)))
+            task = Task(kind, path, text, *rng.choice(candidates)) if candidates else None
+            if task is not None and kind == "fix":
+                task = corrupted(task, rng)
+            if task is not None:
+                tasks.append(task)
                 made += 1
             if made == count:
                 break
     return tasks
+
+
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+|[^\w\s]")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def corrupted(task: Task, rng: random.Random) -> Task | None:
+    """A "fix" task from a line task: one code token of the line (not in a string or comment)
+    replaced by another token of the same file (a name by a name, a symbol by a symbol: the
+    random-token corruption the model learned to undo); the answer is the line as it was. None
+    if the line has nothing to swap."""
+    line = task.text[task.start : task.end]
+    code = line.split("#")[0]  # not in a comment, nor (roughly: quotes before it pair up) a string
+    tokens = [
+        t
+        for t in _TOKEN.finditer(code)
+        if not (code.count('"', 0, t.start()) % 2 or code.count("'", 0, t.start()) % 2)
+    ]
+    if not tokens:
+        return None
+    target = rng.choice(tokens)
+    if _WORD.fullmatch(target.group()):
+        pool = set(_WORD.findall(task.text))
+    else:
+        pool = {t for t in _TOKEN.findall(task.text) if not t[0].isalnum() and t[0] != "_"}
+    pool.discard(target.group())
+    if not pool:
+        return None
+    bad = line[: target.start()] + rng.choice(sorted(pool)) + line[target.end() :]
+    text = task.text[: task.start] + bad + task.text[task.end :]
+    return Task("fix", task.path, text, task.start, task.start + len(bad), answer=line)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -322,7 +361,11 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
     """Fill the task's span with the model, then judge (and for exec kinds, run) the result."""
     try:
         document = Document(task.text, bom=False, newline="\n")
-        result = infill(backend, document, [task.span], options)
+        if task.kind == "fix":
+            repair_options = RepairOptions(options.sampler, context_length=options.context_length)
+            result = repair(backend, document, [task.span], repair_options)
+        else:
+            result = infill(backend, document, [task.span], options)
     except InputError as error:
         metrics = {"exact": False, "similarity": 0.0, "parses": False}
         passed = False if task.executes else None
@@ -584,10 +627,18 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = ",".join(KINDS)
     parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
     parser.add_argument("--steps", type=int, default=SamplerConfig.steps, help="sampler step cap")
-    parser.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh,
-                        help="full pass every N steps, span-only passes on cached context between (1: exact)")
-    parser.add_argument("--syntax-rounds", type=int, default=InfillOptions.syntax_rounds,
-                        help="retries of fills that break the file's syntax (0: none)")
+    parser.add_argument(
+        "--cache-refresh",
+        type=int,
+        default=SamplerConfig.cache_refresh,
+        help="full pass every N steps, span-only passes on cached context between (1: exact)",
+    )
+    parser.add_argument(
+        "--syntax-rounds",
+        type=int,
+        default=InfillOptions.syntax_rounds,
+        help="retries of fills that break the file's syntax (0: none)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")

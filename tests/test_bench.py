@@ -6,6 +6,8 @@ import ast
 import difflib
 import importlib
 import json
+import random
+import re
 
 import pytest
 
@@ -177,6 +179,26 @@ def test_summary_averages_per_kind():
     assert table["exec-body"]["edit_similarity"] == 0.5
 
 
+def test_a_fix_task_swaps_one_code_token_for_another_of_the_same_file():
+    text = 'def f(alpha, beta):\n    total = alpha + beta  # sum\n    return str(total) + "!"\n'
+    line = "    total = alpha + beta  # sum"
+    start = text.index(line)
+    seen = set()
+    for seed in range(40):
+        task = bench.corrupted(Task("line", "p", text, start, start + len(line)), random.Random(seed))
+        assert task is not None and task.kind == "fix" and task.expected == line
+        bad = task.text[task.start : task.end]
+        assert task.text == text[:start] + bad + text[start + len(line) :]
+        assert bad.endswith("  # sum") and bad != line  # the comment is never touched
+        old, new = (re.findall(r"\w+|[^\w\s]", x) for x in (line, bad))
+        [(was, now)] = [(a, b) for a, b in zip(old, new, strict=True) if a != b]  # one token swapped
+        assert now in set(re.findall(r"\w+|[^\w\s]", text))  # for one of the same file
+        assert now.isidentifier() == was.isidentifier()  # a name for a name, a symbol for a symbol
+        seen.add(now)
+    assert len(seen) > 3
+    assert bench.corrupted(Task("line", "p", 'x = "a b"\n', 0, 9), random.Random(0)).answer == 'x = "a b"'
+
+
 # --------------------------------------------------------------------------- execution
 
 
@@ -222,10 +244,15 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     results = json.loads(out.read_text())
     assert list(results["table"]) == list(bench.KINDS)
     assert all(row["tasks"] == 2 for row in results["table"].values())
-    assert len(results["tasks"]) == 12
+    assert len(results["tasks"]) == 2 * len(bench.KINDS)
     for task in results["tasks"]:
         if task["kind"] in bench.EXEC_KINDS:
             assert isinstance(task["passed"], bool)
+        elif task["kind"] == "fix":  # the original line, where a corrupted one was given
+            start, expected = task["start"], task["expected"]
+            assert expected == SOURCE[start : start + len(expected)] and task["passed"] is None
+            assert 0 <= task["steps"] <= 4  # no step when the repair flags nothing
+            continue
         else:
             assert task["expected"] == SOURCE[task["start"] : task["end"]] and task["passed"] is None
         assert 1 <= task["steps"] <= 4 * (1 + task["syntax_rounds"])  # a syntax retry: 4 passes at most
