@@ -362,7 +362,9 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
     try:
         document = Document(task.text, bom=False, newline="\n")
         if task.kind == "fix":
-            repair_options = RepairOptions(options.sampler, context_length=options.context_length)
+            repair_options = RepairOptions(
+                options.sampler, context_length=options.context_length, syntax_rounds=options.syntax_rounds
+            )
             result = repair(backend, document, [task.span], repair_options)
         else:
             result = infill(backend, document, [task.span], options)

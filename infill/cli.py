@@ -113,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         budget=args.budget,
         syntax_rounds=args.syntax_rounds,
     )
-    repair_options = RepairOptions(options.sampler, threshold=args.fix_threshold)
+    repair_options = RepairOptions(
+        options.sampler, threshold=args.fix_threshold, syntax_rounds=args.syntax_rounds
+    )
     if args.alternatives is not None:
         if args.write:
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")

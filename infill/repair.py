@@ -10,6 +10,11 @@ positions say which tokens look wrong. This is a simple scheme: the length never
 flagged token becomes exactly one token, or <null> (which deletes it); nothing is inserted.
 If nothing is flagged there is no edit and no forward pass beyond the scoring one. The edits
 cover only the flagged tokens: bytes between them never change.
+
+    retry: if the span had a syntax error (a quick fix) and still has one, the syntax retries
+           of infill.syntax_remask re-draw the tokens on its broken lines; the tokens they
+           rewrite count as flagged. A span without a syntax error never gets retries, so a
+           repair of code that parses keeps to its flagged tokens.
 """
 
 from __future__ import annotations
@@ -28,8 +33,20 @@ from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
 from infill.engine import InfillOptions, plan_canvases
 from infill.errors import Cancelled, InputError
-from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, sample, token_probabilities
+from infill.sampler import (
+    SamplerConfig,
+    SampleResult,
+    SampleStats,
+    Step,
+    merge_stats,
+    sample,
+    token_probabilities,
+)
 from infill.spans import Span, validate_spans
+from infill.syntax import SyntaxProblem, python_problems
+from infill.syntax_remask import remask_syntax
+
+NOTHING_SAMPLED = SampleStats(steps=0, forward_passes=0, tokens=0, revisions=0, seconds=0.0, converged=True)
 
 
 @dataclass
@@ -40,6 +57,7 @@ class RepairOptions:
     #   (above 1 also flags the favourite itself when it is below `threshold`)
     max_fraction: float = 0.25  # flag at most this share of a span's tokens (at least one)
     context_length: int | None = None  # None: the model's own
+    syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
 
     def __post_init__(self) -> None:
         for name in ("threshold", "max_fraction"):
@@ -47,6 +65,8 @@ class RepairOptions:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
         if self.ratio < 0:
             raise InputError(f"ratio must be 0 or more (got {self.ratio})")
+        if self.syntax_rounds < 0:
+            raise InputError(f"syntax_rounds must be 0 or more (got {self.syntax_rounds})")
         InfillOptions(context_length=self.context_length)  # validates it
 
 
@@ -99,6 +119,7 @@ def repair(
     if not spans:
         raise InputError("nothing to fix: no span was given")
     layout = InfillOptions(options.sampler, context_length=options.context_length)
+    problems = python_problems(document.text) if options.syntax_rounds else []
     results: list[SpanRepair] = []
     totals: list[SampleStats] = []
     for canvas in plan_canvases(denoiser, document.text, spans, layout, keep_text=True):
@@ -109,15 +130,23 @@ def repair(
         probs = token_probabilities(denoiser, ids)[0]
         flags = flag_tokens(canvas, probs, options)
         totals.append(SampleStats(0, 1, 0, 0, time.perf_counter() - started, converged=True))
-        filled = canvas.ids
+        step_hook = partial(on_step, canvas) if on_step else None
+        sampled = SampleResult(ids, torch.ones(ids.shape), NOTHING_SAMPLED)
         if flags.any():
-            step_hook = partial(on_step, canvas) if on_step else None
             sampled = sample(denoiser, ids, flags[None], options.sampler, step_hook, cancelled)
-            totals.append(sampled.stats)
-            filled = sampled.ids[0].tolist()
+        config = options.sampler
+        rounds = options.syntax_rounds if any(_touch(problems, slot.span) for slot in canvas.slots) else 0
+        sampled = remask_syntax(denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled)
+        totals.append(sampled.stats)
+        filled = sampled.ids[0].tolist()
+        flags |= sampled.ids[0] != ids[0]  # what the syntax retries rewrote is flagged too
         for slot in canvas.slots:
             results.append(repair_span(denoiser, document, canvas, slot, probs, flags, filled))
     return RepairResult(results, merge_stats(totals))
+
+
+def _touch(problems: list[SyntaxProblem], span: Span) -> bool:
+    return any(p.start <= span.end and span.start <= p.end for p in problems)
 
 
 def flag_tokens(canvas: Canvas, probs: torch.Tensor, options: RepairOptions) -> torch.Tensor:

@@ -343,7 +343,9 @@ def run_action(
 def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
     from infill.repair import RepairOptions, repair
 
-    repair_options = RepairOptions(sampler=options.sampler, context_length=options.context_length)
+    repair_options = RepairOptions(
+        sampler=options.sampler, context_length=options.context_length, syntax_rounds=options.syntax_rounds
+    )
     result = repair(denoiser, document, [span], repair_options, on_step=on_step, cancelled=cancelled)
     flagged = result.flagged
     summary = f"fix {span.label}: {len(flagged)} unlikely token(s) re-predicted, {_steps(result.stats)}"

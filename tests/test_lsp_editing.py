@@ -79,10 +79,11 @@ async def client(lsp_client: LanguageClient, tiny_model):
 
 @pytest_lsp.fixture(config=SERVER, scope="module")
 async def plain_client(lsp_client: LanguageClient, contrarian_model):
-    """VS Code's capabilities without change annotations; the contrarian model."""
+    """VS Code's capabilities without change annotations; the contrarian model, no syntax retries
+    (what a repair itself does is checked here; retries re-draw whole lines: tests/test_repair.py)."""
     capabilities = client_capabilities("visual-studio-code")
     capabilities.workspace.workspace_edit.change_annotation_support = None
-    options = {"modelPath": str(contrarian_model), "threads": 1, "steps": 8}
+    options = {"modelPath": str(contrarian_model), "threads": 1, "steps": 8, "syntaxRounds": 0}
     await lsp_client.initialize_session(initialize_params(capabilities, options))
     yield
     await lsp_client.shutdown_session()

@@ -243,3 +243,22 @@ def test_the_tiny_random_model_repairs_mechanically(tiny_backend):
     assert result.stats.tokens == len(result.flagged)
     assert 2 <= result.stats.forward_passes <= 1 + 4
     assert [s.new_text for s in again.spans] == [s.new_text for s in result.spans]
+
+
+def test_a_span_that_still_does_not_parse_gets_syntax_retries(make_oracle):
+    broken = CORRECT.replace("width * height", "width ) height")  # a syntax error, line 5
+    document = document_from_bytes(broken.encode())
+    span = line_span(broken, 5, 5)
+    blind = RepairOptions(threshold=0.0)  # flags nothing: only the parser sees the problem
+
+    oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
+    unmended = repair(oracle, document, [span], RepairOptions(threshold=0.0, syntax_rounds=0))
+    assert unmended.edits == [] and oracle.calls == 1
+
+    oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
+    mended = repair(oracle, document, [span], blind)
+    paren = broken.index("width ) height") + len("width ")
+    assert mended.edits == [TextEdit(paren, paren + 1, "*")]  # the line was re-drawn: one edit
+    assert apply_edits(broken, mended.edits) == CORRECT
+    assert mended.stats.syntax_rounds == 1 and [t.text for t in mended.flagged] != []
+    assert ")" in [t.text for t in mended.flagged]
