@@ -2,21 +2,24 @@
 
     fill the canvas -> put the fills in the file -> parse (tree-sitter, then Python's ast)
     while the fills cause syntax problems and rounds are left:
-        re-mask the fills' tokens on the lines the problems touch
+        re-mask the fills' tokens that the problems touch (tree-sitter's ERROR and MISSING
+            nodes; Python's own error: its whole line)
         denoise those positions again, everything else fixed context, at a temperature
         keep the result if it leaves no more problems than before
 
 This is self-correction with the parser as the judge: a masked diffusion model can revise any
-token it committed, with context on both sides, so a broken line is re-drawn in place while
-the rest of the fill stays. The retry samples at a temperature (seeded, so a request gives the
-same result each time): at temperature 0 the model, asked the same question, would mostly say
-the same thing again. Problems are counted with infill.syntax.python_problems: tree-sitter's,
-else the one Python's own parser reports (tree-sitter misses bad indentation). In a file that
-parsed before the fill every problem is the fill's doing; in one that did not (a quick fix for a
-syntax error fills the statement around it), only the problems that touch a fill are.
+token it committed, with context on both sides, so the broken part is re-drawn in place while
+the rest of the fill stays. (Re-masking just the tokens a problem touches, rather than whole
+lines, kept more fills parsing and closer to the original: see README, Measuring.) The retry
+samples at a temperature (seeded, so a request gives the same result each time): at
+temperature 0 the model, asked the same question, would mostly say the same thing again.
 
-tree-sitter often reports an unclosed bracket or a bad indent lines after the mistake, outside
-every fill: such a problem is blamed on the last line of the nearest fill before it.
+Problems are counted with infill.syntax.python_problems: tree-sitter's, else the one Python's
+own parser reports (tree-sitter misses bad indentation). In a file that parsed before the fill
+every problem is the fill's doing; in one that did not (a quick fix for a syntax error fills or
+repairs the statement around it), only the problems that touch a fill are. tree-sitter often
+reports an unclosed bracket or a bad indent lines after the mistake, outside every fill: such a
+problem is blamed on the last line of the nearest fill before it.
 """
 
 from __future__ import annotations
@@ -136,46 +139,36 @@ def tokens_to_remask(
     ids: torch.Tensor,
     problems: list[SyntaxProblem],
 ) -> torch.Tensor:
-    """(1, L) bool: the fills' content tokens (not <null>) on a line that a problem touches."""
+    """(1, L) bool: the fills' content tokens (not <null>) whose characters a problem touches (a
+    missing token: the tokens on both sides of it). A problem that touches no fill is blamed on
+    the last line of the nearest fill before it (or on the first fill's first line)."""
     texts = slot_texts(denoiser, document, canvas, ids)
-    filled = filled_text(denoiser, document, canvas, ids)
-    # Where each fill lies in the filled text, as 0-based lines [first, last].
-    extents = []
-    for (start, _), text in zip(fill_extents(document, canvas, texts), texts):
-        first = filled.count("\n", 0, start)
-        extents.append((first, first + text.count("\n")))
-    lines = [set() for _ in canvas.slots]
+    extents = fill_extents(document, canvas, texts)
+    ranges: list[list[tuple[int, int]]] = [[] for _ in canvas.slots]  # per fill, in its own text
     for problem in problems:
-        top = filled.count("\n", 0, problem.start)
-        bottom = top + filled.count("\n", problem.start, problem.end)
-        touched = [i for i, (first, last) in enumerate(extents) if first <= bottom and top <= last]
+        touched = [i for i, (a, b) in enumerate(extents) if problem.start <= b and a <= problem.end]
         for i in touched:
-            first, last = extents[i]
-            lines[i].update(range(max(top, first) - first, min(bottom, last) - first + 1))
-        if not touched:  # blame the nearest fill before the problem (or the first fill)
-            before = bisect.bisect_right([last for _, last in extents], top) - 1
-            i = max(before, 0)
-            lines[i].add(extents[i][1] - extents[i][0] if before >= 0 else 0)
+            ranges[i].append((problem.start - extents[i][0], problem.end - extents[i][0]))
+        if not touched:
+            before = bisect.bisect_right([end for _, end in extents], problem.start) - 1
+            text = texts[max(before, 0)]
+            if before >= 0:  # the last line of the fill before
+                ranges[before].append((text.rfind("\n") + 1, len(text)))
+            else:  # the first line of the first fill
+                ranges[0].append((0, len(text.split("\n")[0])))
     remask = torch.zeros_like(ids, dtype=torch.bool)
-    for slot, wanted in zip(canvas.slots, lines):
-        for position in _positions_on_lines(denoiser, document, slot, ids[0].tolist(), wanted):
-            remask[0, position] = True
+    row = ids[0].tolist()
+    for slot, wanted in zip(canvas.slots, ranges):
+        for position, (a, b) in _token_offsets(denoiser, document, slot, row) if wanted else ():
+            if any(a < hi and lo < b if lo < hi else a <= lo <= b for lo, hi in wanted):
+                remask[0, position] = True
     return remask
 
 
-def _positions_on_lines(
-    denoiser: Denoiser, document: Document, slot: Slot, row: list[int], wanted: set[int]
-) -> list[int]:
-    """Canvas positions of the slot's content tokens that touch one of the `wanted` lines
-    (0-based, counted from the slot's first line)."""
-    if not wanted:
-        return []
-    found = []
+def _token_offsets(denoiser: Denoiser, document: Document, slot: Slot, row: list[int]):
+    """(canvas position, (start, end) in the fill's text) of each content token of the slot."""
     for i in range(slot.start, slot.start + slot.length):
-        if row[i] == denoiser.null_id:
-            continue
-        first = document.adapt_newlines(span_text(denoiser, row[slot.start : i])).count("\n")
-        last = document.adapt_newlines(span_text(denoiser, row[slot.start : i + 1])).count("\n")
-        if any(line in wanted for line in range(first, last + 1)):
-            found.append(i)
-    return found
+        if row[i] != denoiser.null_id:
+            a = len(document.adapt_newlines(span_text(denoiser, row[slot.start : i])))
+            b = len(document.adapt_newlines(span_text(denoiser, row[slot.start : i + 1])))
+            yield i, (a, b)
