@@ -453,7 +453,8 @@ def describe(text: str, data: ActionData) -> str:
 
 
 def _steps(stats: Any) -> str:
-    return f"{stats.steps} denoising step(s), {stats.forward_passes} forward pass(es)"
+    retries = f", {stats.syntax_rounds} syntax retry(ies)" if stats.syntax_rounds else ""
+    return f"{stats.steps} denoising step(s), {stats.forward_passes} forward pass(es){retries}"
 
 
 def _action(title: str, kind: str, data: ActionData) -> types.CodeAction:

@@ -17,6 +17,7 @@ from lsp_server.actions import (
     node_at_cursor,
     quick_fixes,
     resolve,
+    run_action,
 )
 from lsp_server.diagnostics import diagnostics
 from lsp_server.inline import inline_completions
@@ -152,6 +153,17 @@ def test_resolve_returns_a_versioned_edit_inside_the_span():
     result = apply_edits(SOURCE, [TextEdit(edit_start, edit_end, lsp_edit.new_text)])
     assert result.startswith(SOURCE[:start]) and result.endswith(SOURCE[end:])
     assert set(result[start : len(result) - (len(SOURCE) - end)]) == {"x"}
+
+
+def test_a_fill_that_breaks_the_syntax_says_how_many_retries_it_had():
+    from infill.engine import InfillOptions
+
+    start, end = offset_of("sum(values)"), offset_of("sum(values)") + len("sum(values)")
+    data = ActionData(URI, 1, "selection", start, end)
+    retried = run_action(ConstantDenoiser(")"), SOURCE, data, InfillOptions(syntax_rounds=2))
+    assert retried.summary.endswith(", 2 syntax retry(ies)")  # ")))" never parses: both rounds run
+    plain = run_action(ConstantDenoiser("x"), SOURCE, data, InfillOptions(syntax_rounds=2))
+    assert "syntax retr" not in plain.summary
 
 
 def test_resolve_without_document_changes_uses_changes():
