@@ -446,20 +446,23 @@ def of_kind(tasks: list[Task], kind: str) -> list[Task]:
 
 
 def plot_curve(curve: dict[str, dict[int, dict]], path: Path, title: str = "") -> None:
-    """Exact match / pass rate and edit similarity against the step cap, one line per kind."""
+    """Exact match / pass rate, edit similarity and parse rate against the step cap, one line per
+    kind."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.2))
     for kind, rows in curve.items():
         caps = sorted(rows)
         metric = "pass_rate" if kind in EXEC_KINDS else "exact_match"
         label = f"{kind} ({'pass' if kind in EXEC_KINDS else 'exact'})"
         left.plot(caps, [rows[c][metric] for c in caps], marker="o", label=label)
-        right.plot(caps, [rows[c]["edit_similarity"] for c in caps], marker="o", label=kind)
-    for axis, name in ((left, "exact match / pass rate"), (right, "edit similarity")):
+        middle.plot(caps, [rows[c]["edit_similarity"] for c in caps], marker="o", label=kind)
+        right.plot(caps, [rows[c]["parses"] for c in caps], marker="o", label=kind)
+    named = ((left, "exact match / pass rate"), (middle, "edit similarity"), (right, "filled file parses"))
+    for axis, name in named:
         axis.set_xscale("log", base=2)
         axis.set_xticks(sorted({c for rows in curve.values() for c in rows}))
         axis.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
