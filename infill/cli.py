@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--temperature", type=float, default=None,
                          help="0 picks the most likely token (default; 0.8 with --alternatives)")
     sampler.add_argument("--syntax-rounds", type=int, default=InfillOptions.syntax_rounds, metavar="N",
-                         help="when a fill breaks a file that parsed, re-mask the tokens on the broken "
-                         "lines and denoise them again, up to N times (0: never; default %(default)s)")
+                         help="when a fill breaks the file's syntax, re-mask the tokens the syntax errors "
+                         "touch and denoise them again, up to N times (0: never; default %(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")

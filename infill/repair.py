@@ -12,7 +12,7 @@ If nothing is flagged there is no edit and no forward pass beyond the scoring on
 cover only the flagged tokens: bytes between them never change.
 
     retry: if the span had a syntax error (a quick fix) and still has one, the syntax retries
-           of infill.syntax_remask re-draw the tokens on its broken lines; the tokens they
+           of infill.syntax_remask re-draw the tokens its syntax errors touch; the tokens they
            rewrite count as flagged. A span without a syntax error never gets retries, so a
            repair of code that parses keeps to its flagged tokens.
 """
