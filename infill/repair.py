@@ -43,7 +43,7 @@ from infill.sampler import (
     token_probabilities,
 )
 from infill.spans import Span, validate_spans
-from infill.syntax import SyntaxProblem, python_problems
+from infill.syntax import overlaps, python_problems
 from infill.syntax_remask import remask_syntax
 
 NOTHING_SAMPLED = SampleStats(steps=0, forward_passes=0, tokens=0, revisions=0, seconds=0.0, converged=True)
@@ -135,7 +135,8 @@ def repair(
         if flags.any():
             sampled = sample(denoiser, ids, flags[None], options.sampler, step_hook, cancelled)
         config = options.sampler
-        rounds = options.syntax_rounds if any(_touch(problems, slot.span) for slot in canvas.slots) else 0
+        broken = any(overlaps(p, slot.span.start, slot.span.end) for p in problems for slot in canvas.slots)
+        rounds = options.syntax_rounds if broken else 0
         sampled = remask_syntax(denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled)
         totals.append(sampled.stats)
         filled = sampled.ids[0].tolist()
@@ -143,10 +144,6 @@ def repair(
         for slot in canvas.slots:
             results.append(repair_span(denoiser, document, canvas, slot, probs, flags, filled))
     return RepairResult(results, merge_stats(totals))
-
-
-def _touch(problems: list[SyntaxProblem], span: Span) -> bool:
-    return any(p.start <= span.end and span.start <= p.end for p in problems)
 
 
 def flag_tokens(canvas: Canvas, probs: torch.Tensor, options: RepairOptions) -> torch.Tensor:

@@ -39,6 +39,12 @@ class SyntaxProblem:
     message: str
 
 
+def overlaps(problem: SyntaxProblem, start: int, end: int) -> bool:
+    """Whether ``problem`` touches the characters ``[start, end]`` (ends included, so a cursor
+    right after an error, or a missing token at a fill's edge, counts)."""
+    return problem.start <= end and start <= problem.end
+
+
 def has_syntax_error(text: str) -> bool:
     """Whether tree-sitter finds an ERROR or MISSING node anywhere in the Python source."""
     return parse_tree(text)[1].has_error

@@ -35,7 +35,7 @@ from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot, span_text
 from infill.document import Document
 from infill.sampler import SamplerConfig, SampleResult, SampleStats, Step, merge_stats, sample
-from infill.syntax import SyntaxProblem, python_problems
+from infill.syntax import SyntaxProblem, overlaps, python_problems
 
 TEMPERATURE = 0.8  # sampling temperature of a retry
 RETRY_STEPS = 8  # step cap of a retry (at most the request's own cap)
@@ -59,16 +59,19 @@ def remask_syntax(
     """
     if rounds < 1:
         return sampled
-    broken_before = bool(python_problems(document.text))
+    parsed_before: list[bool] = []  # the document is parsed once, and only if a fill breaks
 
     def fills_problems(row: torch.Tensor) -> list[SyntaxProblem]:
         """The problems that are the fills' doing (row: (1, L)): all of them in a file that
         parsed; in one that did not, those that touch a fill."""
-        found = python_problems(filled_text(denoiser, document, canvas, row))
-        if not broken_before:
+        texts = slot_texts(denoiser, document, canvas, row)
+        found = python_problems(_spliced(document, canvas, texts))
+        if found and not parsed_before:
+            parsed_before.append(not python_problems(document.text))
+        if not found or parsed_before[0]:
             return found
-        extents = fill_extents(document, canvas, slot_texts(denoiser, document, canvas, row))
-        return [p for p in found if any(p.start <= end and start <= p.end for start, end in extents)]
+        extents = fill_extents(document, canvas, texts)
+        return [p for p in found if any(overlaps(p, start, end) for start, end in extents)]
 
     ids, confidence = sampled.ids.clone(), sampled.confidence.clone()
     rows = range(ids.size(0))
@@ -115,8 +118,13 @@ def slot_texts(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torc
 
 def filled_text(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> str:
     """The document with each slot's span replaced by its fill."""
+    return _spliced(document, canvas, slot_texts(denoiser, document, canvas, ids))
+
+
+def _spliced(document: Document, canvas: Canvas, texts: list[str]) -> str:
+    """The document with each slot's span replaced by its text in `texts`."""
     pieces, position = [], 0
-    for slot, text in zip(canvas.slots, slot_texts(denoiser, document, canvas, ids)):
+    for slot, text in zip(canvas.slots, texts):
         pieces += [document.text[position : slot.span.start], text]
         position = slot.span.end
     return "".join(pieces) + document.text[position:]
@@ -146,7 +154,7 @@ def tokens_to_remask(
     extents = fill_extents(document, canvas, texts)
     ranges: list[list[tuple[int, int]]] = [[] for _ in canvas.slots]  # per fill, in its own text
     for problem in problems:
-        touched = [i for i, (a, b) in enumerate(extents) if problem.start <= b and a <= problem.end]
+        touched = [i for i, (a, b) in enumerate(extents) if overlaps(problem, a, b)]
         for i in touched:
             ranges[i].append((problem.start - extents[i][0], problem.end - extents[i][0]))
         if not touched:
@@ -167,8 +175,10 @@ def tokens_to_remask(
 
 def _token_offsets(denoiser: Denoiser, document: Document, slot: Slot, row: list[int]):
     """(canvas position, (start, end) in the fill's text) of each content token of the slot."""
+    lengths = [
+        len(document.adapt_newlines(span_text(denoiser, row[slot.start : i])))
+        for i in range(slot.start, slot.start + slot.length + 1)
+    ]  # text length up to each position (decoded once)
     for i in range(slot.start, slot.start + slot.length):
         if row[i] != denoiser.null_id:
-            a = len(document.adapt_newlines(span_text(denoiser, row[slot.start : i])))
-            b = len(document.adapt_newlines(span_text(denoiser, row[slot.start : i + 1])))
-            yield i, (a, b)
+            yield i, (lengths[i - slot.start], lengths[i - slot.start + 1])

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from infill.spans import Span, node_at_offset
-from infill.syntax import SyntaxProblem, syntax_problems
+from infill.syntax import SyntaxProblem, overlaps, syntax_problems  # noqa: F401 (overlaps: for actions)
 from lsp_server.positions import UTF16, content_end, line_starts, offset_to_position
 
 SOURCE = "infill"
@@ -71,12 +71,6 @@ def fix_span(text: str, problem: SyntaxProblem) -> tuple[Span, str]:
     start, end = starts[first], content_end(text, starts, last)
     label = f"line {first + 1}" if first == last else f"lines {first + 1}-{last + 1}"
     return Span(start, end, label), "lines"
-
-
-def overlaps(problem: SyntaxProblem, start: int, end: int) -> bool:
-    """Whether ``problem`` touches the characters ``[start, end]`` (ends included, so a cursor
-    right after an error, or on a missing token, counts)."""
-    return problem.start <= end and start <= problem.end
 
 
 # ---------------------------------------------------------------------- helpers
