@@ -32,7 +32,7 @@ LENGTH_POLICIES = ("first-pass", "free", "given")
 
 @dataclass
 class SamplerConfig:
-    steps: int = 16  # cap on forward passes; raise it for quality (see infill-bench quality --plot)
+    steps: int = 32  # cap on forward passes; more: better multi-line fills (see infill-bench quality --plot)
     commit_threshold: float = 0.9  # commit every masked position at least this confident
     remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
     max_revisions: int = 2  # per position, so that sampling always converges
