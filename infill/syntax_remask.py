@@ -38,7 +38,7 @@ from infill.sampler import SamplerConfig, SampleResult, SampleStats, Step, merge
 from infill.syntax import SyntaxProblem, overlaps, python_problems
 
 TEMPERATURE = 0.8  # sampling temperature of a retry
-RETRY_STEPS = 8  # step cap of a retry (at most the request's own cap)
+RETRY_STEPS = 16  # step cap of a retry (at most the request's own cap)
 
 
 def remask_syntax(
