@@ -362,10 +362,7 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
     try:
         document = Document(task.text, bom=False, newline="\n")
         if task.kind == "fix":
-            repair_options = RepairOptions(
-                options.sampler, context_length=options.context_length, syntax_rounds=options.syntax_rounds
-            )
-            result = repair(backend, document, [task.span], repair_options)
+            result = repair(backend, document, [task.span], RepairOptions.from_infill(options))
         else:
             result = infill(backend, document, [task.span], options)
     except InputError as error:

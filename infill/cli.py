@@ -113,9 +113,7 @@ def run(args: argparse.Namespace) -> int:
         budget=args.budget,
         syntax_rounds=args.syntax_rounds,
     )
-    repair_options = RepairOptions(
-        options.sampler, threshold=args.fix_threshold, syntax_rounds=args.syntax_rounds
-    )
+    repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
     if args.alternatives is not None:
         if args.write:
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")

@@ -69,6 +69,17 @@ class RepairOptions:
             raise InputError(f"syntax_rounds must be 0 or more (got {self.syntax_rounds})")
         InfillOptions(context_length=self.context_length)  # validates it
 
+    @classmethod
+    def from_infill(cls, options: InfillOptions, **overrides) -> RepairOptions:
+        """The repair options of a request made with infill `options`: the same sampler, window
+        and syntax retries (`overrides`: the fields only repair has, e.g. `threshold`)."""
+        return cls(
+            options.sampler,
+            context_length=options.context_length,
+            syntax_rounds=options.syntax_rounds,
+            **overrides,
+        )
+
 
 @dataclass
 class FlaggedToken:

@@ -49,7 +49,7 @@ from infill.document import Document, document_from_bytes
 from infill.edits import TextEdit
 from infill.errors import InputError
 from infill.spans import Span, node_at_offset, validate_spans
-from infill.syntax import SYNTAX_ERROR, SyntaxProblem, syntax_problems
+from infill.syntax import SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
 from lsp_server import diagnostics
 from lsp_server.positions import UTF16, to_lsp_edits
 
@@ -260,7 +260,7 @@ def quick_fixes(
         return []
     fixes: dict[tuple[int, int], tuple[Span, str, list[SyntaxProblem]]] = {}
     for problem in syntax_problems(text):
-        if diagnostics.overlaps(problem, start, end):
+        if overlaps(problem, start, end):
             span, kind = diagnostics.fix_span(text, problem)
             fixes.setdefault((span.start, span.end), (span, kind, []))[2].append(problem)
     actions = []
@@ -343,10 +343,9 @@ def run_action(
 def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
     from infill.repair import RepairOptions, repair
 
-    repair_options = RepairOptions(
-        sampler=options.sampler, context_length=options.context_length, syntax_rounds=options.syntax_rounds
+    result = repair(
+        denoiser, document, [span], RepairOptions.from_infill(options), on_step=on_step, cancelled=cancelled
     )
-    result = repair(denoiser, document, [span], repair_options, on_step=on_step, cancelled=cancelled)
     flagged = result.flagged
     summary = f"fix {span.label}: {len(flagged)} unlikely token(s) re-predicted, {_steps(result.stats)}"
     if result.edits:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from lsprotocol import types
 
 from infill.spans import Span, node_at_offset
-from infill.syntax import SyntaxProblem, overlaps, syntax_problems  # noqa: F401 (overlaps: for actions)
+from infill.syntax import SyntaxProblem, syntax_problems
 from lsp_server.positions import UTF16, content_end, line_starts, offset_to_position
 
 SOURCE = "infill"
