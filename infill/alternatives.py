@@ -75,7 +75,9 @@ def alternatives(
     step_hook = partial(on_step, canvas) if on_step else None
     sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
     rounds = options.syntax_rounds  # candidates that break the syntax are retried, as one batch
-    sampled = remask_syntax(denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled)
+    sampled = remask_syntax(
+        denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled, options.syntax_edits
+    )
 
     parsed = not python_problems(document.text)
     where = slice(slot.start, slot.start + slot.length)

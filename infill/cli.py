@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--syntax-rounds", type=int, default=InfillOptions.syntax_rounds, metavar="N",
                          help="when a fill breaks the file's syntax, re-mask the tokens the syntax errors "
                          "touch and denoise them again, up to N times (0: never; default %(default)s)")
+    sampler.add_argument("--syntax-edits", type=int, default=InfillOptions.syntax_edits, metavar="N",
+                         help="then try single-token edits of a fill that still breaks the syntax, each "
+                         "checked by the parser, and keep up to N that mend it (0: never; default "
+                         "%(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
@@ -112,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         budget=args.budget,
         syntax_rounds=args.syntax_rounds,
+        syntax_edits=args.syntax_edits,
     )
     repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
     if args.alternatives is not None:
@@ -218,7 +223,8 @@ def stats_line(s: SampleStats, summary: str) -> str:
     how = "converged" if s.converged else "stopped at the step cap"
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
             f"({s.forward_passes} forward passes, {s.revisions} revisions"
-            f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}), "
+            f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}"
+            f"{f', token edits: {s.syntax_edits}' if s.syntax_edits else ''}), "
             f"{s.seconds * 1000:.0f} ms, {how}")
 
 

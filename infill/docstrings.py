@@ -206,6 +206,7 @@ def add_docstrings(
         return DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
     if options.budget is None:
         options = dataclasses.replace(options, budget=DOCSTRING_BUDGET)
+    options = dataclasses.replace(options, syntax_edits=0)  # _keep_parsing mends a docstring's quotes
     layout, spans = insertion_layout(document, sites)
     filled = infill(denoiser, layout, spans, options, on_step, cancelled)
     fills = [_fill(document, site, r.new_text) for site, r in zip(sites, filled.spans, strict=True)]

@@ -58,6 +58,7 @@ class RepairOptions:
     max_fraction: float = 0.25  # flag at most this share of a span's tokens (at least one)
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
+    syntax_edits: int = 6  # then parser-checked single-token edits (infill.syntax_edits)
 
     def __post_init__(self) -> None:
         for name in ("threshold", "max_fraction"):
@@ -65,8 +66,9 @@ class RepairOptions:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
         if self.ratio < 0:
             raise InputError(f"ratio must be 0 or more (got {self.ratio})")
-        if self.syntax_rounds < 0:
-            raise InputError(f"syntax_rounds must be 0 or more (got {self.syntax_rounds})")
+        for name in ("syntax_rounds", "syntax_edits"):
+            if getattr(self, name) < 0:
+                raise InputError(f"{name} must be 0 or more (got {getattr(self, name)})")
         InfillOptions(context_length=self.context_length)  # validates it
 
     @classmethod
@@ -77,6 +79,7 @@ class RepairOptions:
             options.sampler,
             context_length=options.context_length,
             syntax_rounds=options.syntax_rounds,
+            syntax_edits=options.syntax_edits,
             **overrides,
         )
 
@@ -130,7 +133,7 @@ def repair(
     if not spans:
         raise InputError("nothing to fix: no span was given")
     layout = InfillOptions(options.sampler, context_length=options.context_length)
-    problems = python_problems(document.text) if options.syntax_rounds else []
+    problems = python_problems(document.text) if options.syntax_rounds or options.syntax_edits else []
     results: list[SpanRepair] = []
     totals: list[SampleStats] = []
     for canvas in plan_canvases(denoiser, document.text, spans, layout, keep_text=True):
@@ -147,8 +150,10 @@ def repair(
             sampled = sample(denoiser, ids, flags[None], options.sampler, step_hook, cancelled)
         config = options.sampler
         broken = any(overlaps(p, slot.span.start, slot.span.end) for p in problems for slot in canvas.slots)
-        rounds = options.syntax_rounds if broken else 0
-        sampled = remask_syntax(denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled)
+        rounds, edits = (options.syntax_rounds, options.syntax_edits) if broken else (0, 0)
+        sampled = remask_syntax(
+            denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled, edits
+        )
         totals.append(sampled.stats)
         filled = sampled.ids[0].tolist()
         flags |= sampled.ids[0] != ids[0]  # what the syntax retries rewrote is flagged too

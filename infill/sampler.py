@@ -82,6 +82,7 @@ class SampleStats:
     converged: bool  # False: stopped by the step cap
     cached_passes: int = 0  # forward passes over the span positions only (cached context)
     syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.syntax_remask)
+    syntax_edits: int = 0  # single-token edits the parser checked (infill.syntax_edits)
 
 
 @dataclass
@@ -256,4 +257,5 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         converged=all(p.converged for p in parts),
         cached_passes=sum(p.cached_passes for p in parts),
         syntax_rounds=sum(p.syntax_rounds for p in parts),
+        syntax_edits=sum(p.syntax_edits for p in parts),
     )

@@ -58,7 +58,8 @@ def measure_size(
         num_heads=max(2, hidden // 64),
     )
     backend = InfillBackend(InfillModel(config).eval(), tokenizer)
-    options = InfillOptions(sampler=SamplerConfig(steps=passes, commit_threshold=1.0), syntax_rounds=0)
+    sampler = SamplerConfig(steps=passes, commit_threshold=1.0)
+    options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0)
     document = document_from_bytes(text.encode())
     infill(backend, document, [span], options)  # warm-up
     seconds, forward = [], []

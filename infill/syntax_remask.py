@@ -25,6 +25,7 @@ problem is blamed on the last line of the nearest fill before it.
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -34,8 +35,10 @@ import torch
 from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot, span_text
 from infill.document import Document
+from infill.errors import Cancelled
 from infill.sampler import SamplerConfig, SampleResult, SampleStats, Step, merge_stats, sample
 from infill.syntax import SyntaxProblem, overlaps, python_problems
+from infill.syntax_edits import edit_tokens
 
 TEMPERATURE = 0.8  # sampling temperature of a retry
 RETRY_STEPS = 16  # step cap of a retry (at most the request's own cap)
@@ -50,14 +53,18 @@ def remask_syntax(
     rounds: int,
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    edits: int = 0,
 ) -> SampleResult:
     """Up to `rounds` retries of the fills of each row of `sampled` (B, L), a filled `canvas` of
-    `document` (rows: e.g. alternatives; the rows that need a retry are retried as one batch).
+    `document` (rows: e.g. alternatives; the rows that need a retry are retried as one batch),
+    then up to `edits` parser-checked single-token edits of each row still broken
+    (infill.syntax_edits).
 
     Returns the ids to keep with their confidence, and `sampled.stats` merged with those of the
-    rounds run (each counts one `syntax_rounds`; its `revisions` include the re-masked tokens).
+    rounds run (each counts one `syntax_rounds`; its `revisions` include the re-masked tokens)
+    and of the edits (`syntax_edits`, and as `revisions` too).
     """
-    if rounds < 1:
+    if rounds < 1 and edits < 1:
         return sampled
     parsed_before: list[bool] = []  # the document is parsed once, and only if a fill breaks
 
@@ -100,6 +107,21 @@ def remask_syntax(
             if left is not None and len(left) <= len(problems[r]):
                 ids[r], problems[r] = trial.ids[r], left
                 confidence[r] = torch.where(remask[r], trial.confidence[r], confidence[r])
+    slots = torch.tensor(canvas.editable())
+    blamed = partial(tokens_to_remask, denoiser, document, canvas)
+    for r in rows:
+        if not problems[r] or edits < 1:
+            continue
+        if cancelled is not None and cancelled():
+            raise Cancelled("sampling cancelled")
+        started = time.perf_counter()
+        row = ids[r : r + 1]
+        edited, probs, made, passes = edit_tokens(denoiser, canvas, row, fills_problems, blamed, edits)
+        ids[r] = edited[0]
+        if probs is not None:
+            confidence[r] = torch.where(slots, probs[0], confidence[r])
+        seconds = time.perf_counter() - started
+        done.append(SampleStats(0, passes, 0, made, seconds, True, syntax_edits=made))  # passes, no steps
     return SampleResult(ids, confidence, merge_stats([sampled.stats, *done]))
 
 

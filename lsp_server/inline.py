@@ -4,7 +4,8 @@ At the cursor the document gets an insertion point (an empty span), and the mode
 goes there with the code before *and after* the cursor as context. The result is offered as
 ghost text: an ``InlineCompletionItem`` whose range is the cursor itself (nothing is replaced).
 Ghost text is asked for as the user types, so it gets at most :data:`SYNTAX_ROUNDS` syntax
-retry (the ``syntaxRounds`` setting still lowers it; a fill action gets them all).
+retry and :data:`SYNTAX_EDITS` parser-checked token edits (the ``syntaxRounds`` and
+``syntaxEdits`` settings still lower them; a fill action gets them all).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from infill.engine import InfillOptions
 
 SYNTAX_ROUNDS = 1
+SYNTAX_EDITS = 2
 
 
 def inline_completions(
@@ -48,7 +50,11 @@ def inline_completions(
     if not text:
         return []
     options = options or InfillOptions()
-    options = dataclasses.replace(options, syntax_rounds=min(options.syntax_rounds, SYNTAX_ROUNDS))
+    options = dataclasses.replace(
+        options,
+        syntax_rounds=min(options.syntax_rounds, SYNTAX_ROUNDS),
+        syntax_edits=min(options.syntax_edits, SYNTAX_EDITS),
+    )
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
     span = Span(offset, offset, "cursor")
     runs = max(1, alternatives) if options.sampler.temperature > 0 else 1

@@ -11,6 +11,7 @@ section of the client's configuration (``workspace/configuration``,
                                            # and inline completions (when temperature > 0)
      "contextLength": 256,                 # context window (canvas length); default: the model's
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
+     "syntaxEdits": 6,                     # then parser-checked single-token edits
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
@@ -41,6 +42,7 @@ class Settings:
     threads: int | None = None
     alternatives: int = 3  # 1: no "fill selection (N alternatives)" action
     syntax_rounds: int | None = None
+    syntax_edits: int | None = None
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -55,6 +57,8 @@ class Settings:
         options = InfillOptions(sampler=sampler, context_length=self.context_length)
         if self.syntax_rounds is not None:
             options.syntax_rounds = self.syntax_rounds
+        if self.syntax_edits is not None:
+            options.syntax_edits = self.syntax_edits
         return options
 
     def needs_reload(self, other: Settings) -> bool:
@@ -75,6 +79,7 @@ _KEYS = {
     "contextLength": ("context_length", lambda v: _is_int(v) and v >= 8, "an integer >= 8"),
     "threads": ("threads", lambda v: _is_int(v) and v >= 1, "a positive integer"),
     "syntaxRounds": ("syntax_rounds", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 
 

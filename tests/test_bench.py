@@ -162,19 +162,20 @@ def test_similarity_and_parses_on_hand_made_fills():
 
 
 def test_summary_averages_per_kind():
-    def score(kind, exact, similarity, parses, passed, steps, rounds=0):
+    def score(kind, exact, similarity, parses, passed, steps, rounds=0, edits=0):
         return Score(kind, "p", 0, 1, "x", "y", exact, similarity, parses, passed, steps, ms=10.0 * steps,
-                     syntax_rounds=rounds)  # fmt: skip
+                     syntax_rounds=rounds, syntax_edits=edits)  # fmt: skip
 
     table = summarize([
         score("line", True, 1.0, True, None, 2),
-        score("line", False, 0.5, False, None, 4, rounds=3),
+        score("line", False, 0.5, False, None, 4, rounds=3, edits=2),
         score("exec-body", False, 0.25, True, True, 8),
         score("exec-body", False, 0.75, True, False, 8),
     ])  # fmt: skip
     assert list(table) == ["line", "exec-body"]
     assert table["line"] == {"tasks": 2, "exact_match": 0.5, "edit_similarity": 0.75, "parses": 0.5,
-                             "pass_rate": None, "mean_steps": 3, "retried": 0.5, "mean_ms": 30.0}  # fmt: skip
+                             "pass_rate": None, "mean_steps": 3, "retried": 0.5, "edited": 0.5,
+                             "mean_ms": 30.0}  # fmt: skip
     assert table["exec-body"]["pass_rate"] == 0.5
     assert table["exec-body"]["edit_similarity"] == 0.5
 
@@ -239,7 +240,7 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     assert bench.main(argv) == 0
 
     printed = capsys.readouterr().out
-    header = ["kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "steps", "ms"]
+    header = ["kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "steps", "ms"]
     assert printed.splitlines()[0].split() == header
     results = json.loads(out.read_text())
     assert list(results["table"]) == list(bench.KINDS)

@@ -230,7 +230,8 @@ def test_the_tiny_random_model_fills_spans_end_to_end(tiny_backend):
     budgets = [default_budget(len(tiny_backend.encode(SOURCE[s.start : s.end])), 128) for s in spans]
     stats = result.stats
     assert stats.tokens == sum(budgets)
-    assert 1 <= stats.forward_passes == stats.steps <= 6 * (1 + stats.syntax_rounds)  # retries: 6 or less
+    assert 1 <= stats.steps <= 6 * (1 + stats.syntax_rounds)  # retries: 6 or less
+    assert stats.steps <= stats.forward_passes <= stats.steps + options.syntax_edits + 1  # + token edits
     assert stats.syntax_rounds <= options.syntax_rounds
     assert stats.seconds > 0
     assert stats.revisions >= 0
@@ -240,7 +241,7 @@ def test_the_tiny_random_model_windows_a_long_file_and_is_deterministic(tiny_bac
     document = document_from_bytes(LONG_SOURCE.encode())
     spans = [line_span(LONG_SOURCE, 3, 3), line_span(LONG_SOURCE, 110, 110)]
     assert len(tiny_backend.encode(LONG_SOURCE)) > 3 * tiny_backend.context_length
-    options = InfillOptions(SamplerConfig(steps=4), budget=10, syntax_rounds=0)  # passes: windows only
+    options = InfillOptions(SamplerConfig(steps=4), budget=10, syntax_rounds=0, syntax_edits=0)  # windows
     last_step = {}
 
     def on_step(canvas, step):

@@ -252,8 +252,13 @@ def test_a_span_that_still_does_not_parse_gets_syntax_retries(make_oracle):
     blind = RepairOptions(threshold=0.0)  # flags nothing: only the parser sees the problem
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
-    unmended = repair(oracle, document, [span], RepairOptions(threshold=0.0, syntax_rounds=0))
+    unmended = repair(oracle, document, [span], RepairOptions(threshold=0.0, syntax_rounds=0, syntax_edits=0))
     assert unmended.edits == [] and oracle.calls == 1
+
+    oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
+    edited = repair(oracle, document, [span], RepairOptions(threshold=0.0, syntax_rounds=0))
+    assert apply_edits(broken, edited.edits) == CORRECT  # one token edit, the parser's check: ")" -> "*"
+    assert edited.stats.syntax_edits == 1 and edited.stats.syntax_rounds == 0
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
     mended = repair(oracle, document, [span], blind)

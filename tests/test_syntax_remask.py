@@ -39,7 +39,7 @@ def run(
 ):
     """Fill `span` of SOURCE with an oracle that first commits `wrong_tokens` (old -> new)."""
     document = document_from_bytes(SOURCE.encode())
-    options = InfillOptions(sampler=NO_SELF_CORRECTION, **options)
+    options = InfillOptions(sampler=NO_SELF_CORRECTION, **{"syntax_edits": 0, **options})  # retries only
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     [canvas] = plan_canvases(probe, SOURCE, [span], options)
     [slot] = canvas.slots
@@ -144,7 +144,7 @@ def test_tokens_on_the_problem_lines_are_the_ones_remasked(make_oracle, fill: st
 def test_the_tiny_model_runs_the_retries_and_leaves_the_rest_of_the_file(tiny_backend):
     document = document_from_bytes(SOURCE.encode())
     spans = [line_span(SOURCE, 2, 3)]
-    options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2)
+    options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2, syntax_edits=0)
     result = infill(tiny_backend, document, spans, options)
     assert result.stats.syntax_rounds <= 2
     assert result.stats.forward_passes <= 4 + 2 * 4

@@ -1,0 +1,134 @@
+"""Parser-checked token edits: a fill still broken after the syntax retries gets single-token edits.
+
+The network is the oracle test double: it insists on a broken fill (so the retries cannot mend
+it), and only the parser-checked edits can. The real tiny model runs the same path at the end.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from infill.document import document_from_bytes
+from infill.edits import apply_edits
+from infill.engine import InfillOptions, infill, plan_canvases
+from infill.sampler import SamplerConfig
+from infill.spans import line_span
+from infill.syntax import python_problems
+from infill.syntax_edits import Edit, candidates
+from infill.syntax_remask import filled_text, tokens_to_remask
+
+SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
+NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
+
+
+def insisting_oracle(make_oracle, oracle_for_canvases, fill: str, line: int = 6):
+    """The document, the line's span, its canvas and an oracle that always answers `fill`."""
+    document = document_from_bytes(SOURCE.encode())
+    span = line_span(SOURCE, line, line)
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
+    oracle = oracle_for_canvases([(canvas, [probe.encode(fill)])])
+    return document, span, canvas, oracle
+
+
+def test_a_fill_the_retries_cannot_mend_is_mended_by_one_edit(make_oracle, oracle_for_canvases):
+    document, span, _, oracle = insisting_oracle(make_oracle, oracle_for_canvases, "print(f(2)")
+
+    def fill(edits: int):
+        options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=2, syntax_edits=edits)
+        return infill(oracle, document, [span], options)
+
+    broken = fill(edits=0)
+    assert broken.spans[0].new_text == "print(f(2)" and python_problems(apply_edits(SOURCE, broken.edits))
+    assert broken.stats.syntax_rounds == 2 and broken.stats.syntax_edits == 0
+
+    mended = fill(edits=3)
+    new = apply_edits(SOURCE, mended.edits)
+    assert not python_problems(new)
+    assert mended.stats.syntax_edits == 1 and mended.stats.revisions >= broken.stats.revisions + 1
+    assert mended.stats.forward_passes == broken.stats.forward_passes + 2  # one edit, one last pass
+    assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
+    assert mended.spans[0].new_text != broken.spans[0].new_text
+
+
+def test_a_fill_no_single_edit_mends_is_left_as_it_was(make_oracle, oracle_for_canvases):
+    # five stray brackets: any one edit leaves the same one problem (an edit must leave fewer)
+    document, span, _, oracle = insisting_oracle(make_oracle, oracle_for_canvases, ")))))")
+    options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4)
+    result = infill(oracle, document, [span], options)
+    assert result.spans[0].new_text == ")))))"
+    assert result.stats.syntax_edits == 0
+    assert result.stats.forward_passes == oracle.calls  # the fill's passes, then one to rank the edits
+
+
+def ids_with_fill(probe, canvas, fill: str) -> torch.Tensor:
+    [slot] = canvas.slots
+    ids = torch.tensor([canvas.ids])
+    fill_ids = probe.encode(fill)
+    ids[0, slot.start : slot.start + slot.length] = torch.tensor(
+        fill_ids + [probe.null_id] * (slot.length - len(fill_ids))
+    )
+    return ids
+
+
+def test_an_insertion_shifts_the_fill_onto_its_padding_and_a_deletion_leaves_a_null(make_oracle):
+    document = document_from_bytes(SOURCE.encode())
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [line_span(SOURCE, 6, 6)], InfillOptions())
+    [slot] = canvas.slots
+    ids = ids_with_fill(probe, canvas, "print(f(2)")
+    end = slot.start + len(probe.encode("print(f(2)"))
+    [close] = probe.encode(")")
+
+    inserted = Edit(end, close, insert=True, gain=0.0).apply(ids, slot, probe.null_id)
+    assert filled_text(probe, document, canvas, inserted) == SOURCE
+    assert int((inserted[0] == probe.null_id).sum()) == int((ids[0] == probe.null_id).sum()) - 1
+    assert torch.equal(inserted[0, : slot.start], ids[0, : slot.start])  # context untouched
+    assert torch.equal(inserted[0, slot.start + slot.length :], ids[0, slot.start + slot.length :])
+
+    [open_id] = probe.encode("(")
+    first_open = slot.start + probe.encode("print(f(2)").index(open_id)
+    deleted = Edit(first_open, None, insert=False, gain=0.0).apply(ids, slot, probe.null_id)
+    assert filled_text(probe, document, canvas, deleted) == SOURCE.replace("print(f(2))", "printf(2)")
+
+
+def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make_oracle):
+    document = document_from_bytes(SOURCE.encode())
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [line_span(SOURCE, 6, 6)], InfillOptions())
+    [slot] = canvas.slots
+    ids = ids_with_fill(probe, canvas, "print(f(2)")
+    [hash_id] = probe.encode("#")
+    [close], [plus] = probe.encode(")"), probe.encode("+")
+    probs = torch.full((ids.size(1), probe.tokenizer.vocab_size), 1e-6)
+    probs[:, hash_id] = 0.9  # the model's favourite everywhere: a comment
+    probs[:, plus] = 0.05
+    problems = python_problems(filled_text(probe, document, canvas, ids))
+    blamed = tokens_to_remask(probe, document, canvas, ids, problems)
+    assert blamed.any()
+
+    found = [edit for edit, _ in candidates(probe, canvas, ids, probs, blamed, [close])]
+    assert all(edit.token != hash_id for edit in found)
+    replaced = {edit.token for edit in found if edit.token is not None and not edit.insert}
+    assert replaced == {plus}  # not the comment, nor the tokens the model all but rules out
+    assert any(edit.insert for edit in found) and any(edit.token is None for edit in found)
+    assert all(slot.start <= edit.position < slot.start + slot.length for edit in found)
+    gains = [edit.gain for edit in found]
+    assert gains == sorted(gains, reverse=True)  # the likeliest first
+
+    full = ids.clone()
+    full[0, slot.start : slot.start + slot.length] = close  # no <null> left: nothing can be inserted
+    assert not any(edit.insert for edit, _ in candidates(probe, canvas, full, probs, blamed, [close]))
+
+
+def test_the_tiny_model_runs_the_edits_and_leaves_the_rest_of_the_file(tiny_backend):
+    document = document_from_bytes(SOURCE.encode())
+    spans = [line_span(SOURCE, 2, 3)]
+    options = InfillOptions(SamplerConfig(steps=4), syntax_rounds=1, syntax_edits=2)
+    result = infill(tiny_backend, document, spans, options)
+    assert result.stats.syntax_edits <= 2
+    assert result.stats.forward_passes <= 4 + 4 + 3  # fill, one retry, two edits and a last pass
+    new = apply_edits(SOURCE, result.edits)
+    assert new.startswith(SOURCE[: spans[0].start]) and new.endswith(SOURCE[spans[0].end :])
+    again = infill(tiny_backend, document, spans, options)
+    assert again.spans[0].new_text == result.spans[0].new_text  # reproducible
