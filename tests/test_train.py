@@ -207,6 +207,11 @@ def test_training_goes_on_from_an_exported_model(tmp_path, source_root, tiny_tok
     log = [json.loads(line) for line in (again / "log.jsonl").read_text().splitlines()]
     assert log[0]["step"] == 8 and log[0]["lr"] < 3e-4  # a fresh warmup, not the old schedule's end
 
+    compared = tmp_path / "compare.png"  # held-out loss of both runs against time, in one PNG
+    assert train_main(["plot", "--out", str(run), "--compare", str(again), "--png", str(compared)]) == 0
+    assert compared.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert train_main(["plot", "--out", str(again)]) == 0 and (again / "loss.png").exists()
+
     other = tmp_path / "other"
     build_corpus(other, roots=[source_root], near_duplicate_threshold=None)
     (other / "tokenizer.json").write_text("{}")

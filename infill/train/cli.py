@@ -8,6 +8,8 @@
                                                         # go on from the shipped model (its tokenizer)
     infill-train export --out runs/v0 --to infill/default_model
     infill-train plot --out runs/v0                     # loss curves -> runs/v0/loss.png
+    infill-train plot --out runs/a --compare runs/b runs/c --png cmp.png
+                                                        # held-out loss of runs against hours
 
 Under torchrun the `model` stage runs DistributedDataParallel (one process per GPU, or gloo on CPU).
 """
@@ -130,13 +132,20 @@ run's manifest.json.
 """
 
 
+def read_log(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+
+
 def stage_plot(args) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in (args.out / "log.jsonl").read_text().splitlines()]
+    if args.compare:
+        plot_comparison([args.out, *args.compare], args.png or args.out / "loss_compare.png")
+        return
+    rows = read_log(args.out)
     tokens = [r["tokens"] / 1e6 for r in rows]
     plt.figure(figsize=(7, 4))
     plt.plot(tokens, [r["loss"] for r in rows], label="train loss (batch)", alpha=0.6)
@@ -147,8 +156,27 @@ def stage_plot(args) -> None:
     plt.legend()
     plt.grid(alpha=0.3)
     plt.tight_layout()
-    plt.savefig(args.out / "loss.png", dpi=120)
-    print(f"plot: {args.out / 'loss.png'}")
+    plt.savefig(args.png or args.out / "loss.png", dpi=120)
+    print(f"plot: {args.png or args.out / 'loss.png'}")
+
+
+def plot_comparison(runs: list[Path], path: Path) -> None:
+    """Held-out loss of several runs against training time (e.g. model sizes on one budget)."""
+    import matplotlib.pyplot as plt
+
+    plt.figure(figsize=(7, 4))
+    for run in runs:
+        rows = [r for r in read_log(run) if "heldout_loss" in r]
+        model = json.loads((run / "train_config.json").read_text())["model"]
+        label = f"{model['hidden_size']} x {model['num_layers']} ({run.name})"
+        plt.plot([r["seconds"] / 3600 for r in rows], [r["heldout_loss"] for r in rows], label=label)
+    plt.xlabel("training time (hours)")
+    plt.ylabel("held-out diffusion loss")
+    plt.legend()
+    plt.grid(alpha=0.3)
+    plt.tight_layout()
+    plt.savefig(path, dpi=120)
+    print(f"plot: {path}")
 
 
 STAGES = {
@@ -182,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--compare", type=Path, nargs="*", default=[], help="plot: more runs to compare")
+    parser.add_argument("--png", type=Path, default=None, help="plot: where to write the PNG")
     return parser
 
 
