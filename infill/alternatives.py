@@ -25,7 +25,7 @@ from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
 from infill.engine import InfillOptions, plan_canvases
 from infill.errors import InputError
-from infill.sampler import SampleStats, Step, sample
+from infill.sampler import SampleStats, Step, sample, step_cap
 from infill.spans import Span, validate_spans
 from infill.syntax import python_problems
 from infill.syntax_remask import remask_syntax
@@ -66,8 +66,9 @@ def alternatives(
         temperature = options.sampler.temperature or DEFAULT_TEMPERATURE
     if temperature <= 0:
         raise InputError(f"alternatives need a temperature above 0 (got {temperature})")
-    config = replace(options.sampler, temperature=temperature)
     (span,) = validate_spans(document.text, [span])
+    sampler = replace(options.sampler, temperature=temperature)
+    config = step_cap(sampler, [document.text[span.start : span.end]])
     (canvas,) = plan_canvases(denoiser, document.text, [span], options)  # one span: one canvas
     (slot,) = canvas.slots
     ids = torch.tensor([canvas.ids]).repeat(n, 1)

@@ -563,9 +563,10 @@ def speed(args: argparse.Namespace) -> dict:
                 row["positions"] = runs[-1].stats.tokens
             row["speedup"] = row["exact_ms"] / row["cached_ms"]
             command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
-                       "--steps", str(args.steps), "--cache-refresh", str(args.cache_refresh),
-                       "--syntax-rounds", str(args.syntax_rounds),
+                       "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
                        "--syntax-edits", str(args.syntax_edits)]  # fmt: skip
+            if args.steps is not None:
+                command += ["--steps", str(args.steps)]
             if args.model:
                 command += ["--model", str(args.model)]
             cli = []
@@ -576,7 +577,8 @@ def speed(args: argparse.Namespace) -> dict:
             row["cli_ms"] = 1000 * statistics.median(cli)
             results[name] = row
     print(f"model load: {load_seconds * 1000:.0f} ms (file of {SPEED_FILE_LINES} lines); "
-          f"step cap {args.steps}, full pass every {args.cache_refresh} steps when cached")  # fmt: skip
+          f"step cap {args.steps or 'by the spans'}, "
+          f"full pass every {args.cache_refresh} steps when cached")  # fmt: skip
     header = ("fill", "positions", "steps", "exact ms", "cached ms", "speed-up", "cli ms")
     print("{:10} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8}".format(*header))
     for name in ("one_line", "ten_lines"):
@@ -635,7 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)
     parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
-    parser.add_argument("--steps", type=int, default=SamplerConfig.steps, help="sampler step cap")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="sampler step cap (default: 16 for spans of one line or less, "
+                        "32 for longer ones)")  # fmt: skip
     parser.add_argument(
         "--cache-refresh",
         type=int,

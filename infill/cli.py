@@ -28,7 +28,7 @@ from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
 from infill.repair import RepairOptions, RepairResult, repair
-from infill.sampler import LENGTH_POLICIES, SamplerConfig, SampleStats, Step
+from infill.sampler import LENGTH_POLICIES, MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig, SampleStats, Step
 from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
 EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -56,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--alternatives", type=int, default=None, metavar="N",
                      help="sample N candidates for one span in one batch; print each with its score")
     sampler = parser.add_argument_group("sampling")
-    sampler.add_argument("--steps", type=int, default=SamplerConfig.steps,
-                         help="cap on denoising steps (forward passes); default %(default)s")
+    sampler.add_argument("--steps", type=int, default=None,
+                         help=f"cap on denoising steps (forward passes); default {ONE_LINE_STEPS} for spans "
+                         f"of one line or less, {MULTI_LINE_STEPS} for longer ones")
     sampler.add_argument("--budget", type=int, default=None,
                          help="masked positions per span (default: from the span's current length)")
     sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,

@@ -198,7 +198,7 @@ def add_docstrings(
 ) -> DocstringResult:
     """Have the model write a docstring at each site (one infill request for all of them)."""
     from infill.engine import InfillOptions, infill
-    from infill.sampler import SampleStats
+    from infill.sampler import MULTI_LINE_STEPS, SampleStats
 
     options = options or InfillOptions()
     sites = sorted(sites, key=lambda s: s.start)
@@ -207,6 +207,9 @@ def add_docstrings(
     if options.budget is None:
         options = dataclasses.replace(options, budget=DOCSTRING_BUDGET)
     options = dataclasses.replace(options, syntax_edits=0)  # _keep_parsing mends a docstring's quotes
+    if options.sampler.steps is None:  # an insertion point, but a docstring may take several lines
+        sampler = dataclasses.replace(options.sampler, steps=MULTI_LINE_STEPS)
+        options = dataclasses.replace(options, sampler=sampler)
     layout, spans = insertion_layout(document, sites)
     filled = infill(denoiser, layout, spans, options, on_step, cancelled)
     fills = [_fill(document, site, r.new_text) for site, r in zip(sites, filled.spans, strict=True)]

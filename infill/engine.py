@@ -18,7 +18,7 @@ from infill.canvas import Canvas, build_canvas
 from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, sample
+from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, sample, step_cap
 from infill.spans import Span, validate_spans
 from infill.syntax_remask import remask_syntax, slot_texts
 
@@ -77,7 +77,8 @@ def infill(
         ids = torch.tensor([canvas.ids])
         editable = torch.tensor([canvas.editable()])
         step_hook = partial(on_step, canvas) if on_step else None
-        config, rounds = options.sampler, options.syntax_rounds
+        config = step_cap(options.sampler, [document.text[s.span.start : s.span.end] for s in canvas.slots])
+        rounds = options.syntax_rounds
         sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
         sampled = remask_syntax(
             denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled, options.syntax_edits

@@ -40,6 +40,7 @@ from infill.sampler import (
     Step,
     merge_stats,
     sample,
+    step_cap,
     token_probabilities,
 )
 from infill.spans import Span, validate_spans
@@ -146,9 +147,9 @@ def repair(
         totals.append(SampleStats(0, 1, 0, 0, time.perf_counter() - started, converged=True))
         step_hook = partial(on_step, canvas) if on_step else None
         sampled = SampleResult(ids, torch.ones(ids.shape), NOTHING_SAMPLED)
+        config = step_cap(options.sampler, [document.text[s.span.start : s.span.end] for s in canvas.slots])
         if flags.any():
-            sampled = sample(denoiser, ids, flags[None], options.sampler, step_hook, cancelled)
-        config = options.sampler
+            sampled = sample(denoiser, ids, flags[None], config, step_hook, cancelled)
         broken = any(overlaps(p, slot.span.start, slot.span.end) for p in problems for slot in canvas.slots)
         rounds, edits = (options.syntax_rounds, options.syntax_edits) if broken else (0, 0)
         sampled = remask_syntax(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import torch
@@ -28,11 +28,13 @@ from infill.errors import Cancelled, InputError
 from infill.prediction import CanvasPredictor, allowed_softmax
 
 LENGTH_POLICIES = ("first-pass", "free", "given")
+ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
+MULTI_LINE_STEPS = 32  # ...and of spans of several lines, which parse more often with more passes
 
 
 @dataclass
 class SamplerConfig:
-    steps: int = 32  # cap on forward passes; more: better multi-line fills (see infill-bench quality --plot)
+    steps: int | None = None  # cap on forward passes; None: by the spans (see step_cap)
     commit_threshold: float = 0.9  # commit every masked position at least this confident
     remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
     max_revisions: int = 2  # per position, so that sampling always converges
@@ -45,7 +47,7 @@ class SamplerConfig:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.steps < 1:
+        if self.steps is not None and self.steps < 1:
             raise InputError(f"steps must be at least 1 (got {self.steps})")
         if self.temperature < 0:
             raise InputError(f"temperature must be 0 or more (got {self.temperature})")
@@ -60,6 +62,17 @@ class SamplerConfig:
             raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
 
 
+def step_cap(config: SamplerConfig, span_texts: list[str]) -> SamplerConfig:
+    """`config` with its step cap decided: as set, or ONE_LINE_STEPS when every span's current
+    text is one line or less, else MULTI_LINE_STEPS. (Measured on v2 with syntax retries, 100
+    held-out tasks per kind: single lines fill as well at 16 steps as at 32, in half the time;
+    blocks and bodies parse more often at 32: see README, Measuring.)"""
+    if config.steps is not None:
+        return config
+    one_line = all("\n" not in text and "\r" not in text for text in span_texts)
+    return replace(config, steps=ONE_LINE_STEPS if one_line else MULTI_LINE_STEPS)
+
+
 @dataclass
 class Step:
     """What one pass did (for --show-steps, progress reports and tests)."""
@@ -70,6 +83,7 @@ class Step:
     remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
     masked_left: int
     retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.syntax_remask)
+    cap: int = 0  # the step cap of this denoising run
 
 
 @dataclass
@@ -100,7 +114,9 @@ def sample(
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> SampleResult:
-    """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids)."""
+    """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids). A step cap left to
+    the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap."""
+    config = step_cap(config, ["\n"])
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
     x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
@@ -161,7 +177,7 @@ def sample(
         if on_step is not None:
             masked_left = int((editable & (x == denoiser.mask_id)).sum())
             newly = commit | padding if step == 0 else commit  # the padding is committed at once
-            on_step(Step(step, x.clone(), newly, remask, masked_left))
+            on_step(Step(step, x.clone(), newly, remask, masked_left, cap=config.steps))
         if not masked.any() and not disbelieved.any():
             converged = True  # this pass found everything committed and believed all of it
             break

@@ -19,7 +19,6 @@ class StepProgress:
         self.server = server
         self.token: str | None = None
         self.on_cancel = on_cancel
-        self.steps = 1  # the step cap, known once the engine is imported
 
     async def begin(self, title: str) -> None:
         if not self.server.supports_progress:
@@ -38,14 +37,14 @@ class StepProgress:
         begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message=message, percentage=0)
         self.server.work_done_progress.begin(token, begin)
 
-    def report(self, index: int, masked_left: int, retry: int = 0) -> None:
-        """Called on the event loop after denoising step ``index`` (0-based) of the fill, or of
-        its ``retry``-th syntax retry."""
+    def report(self, index: int, cap: int, masked_left: int, retry: int = 0) -> None:
+        """Called on the event loop after denoising step ``index`` (0-based, of at most ``cap``)
+        of the fill, or of its ``retry``-th syntax retry."""
         if self.token is None:
             return
-        done = index + 1
-        message = f"denoising step {done}/{self.steps}, {masked_left} masked"
-        percentage = min(99, done * 100 // self.steps)
+        done, cap = index + 1, max(1, cap)
+        message = f"denoising step {done}/{cap}, {masked_left} masked"
+        percentage = min(99, done * 100 // cap)
         if retry:  # after the fill's own steps: the percentage does not go back
             message, percentage = f"syntax retry {retry}: step {done}, {masked_left} masked", 99
         report = types.WorkDoneProgressReport(message=message, percentage=percentage)

@@ -234,7 +234,7 @@ class InfillLanguageServer(LanguageServer):
         if progress_title is not None:
 
             def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
-                loop.call_soon_threadsafe(progress.report, step.index, step.masked_left, step.retry)
+                loop.call_soon_threadsafe(progress.report, step.index, step.cap, step.masked_left, step.retry)
 
         outcome = "failed"
         try:
@@ -246,7 +246,6 @@ class InfillLanguageServer(LanguageServer):
                 logger.warning("no answer to workspace/configuration: going on with the initial settings")
             backend = await self.load_backend()
             options = self.settings.infill_options()  # imports the engine: torch is loaded by now
-            progress.steps = max(1, options.sampler.steps)
             if job.cancelled():
                 raise Cancelled("cancelled before it started")
             result = await loop.run_in_executor(

@@ -5,7 +5,8 @@ section of the client's configuration (``workspace/configuration``,
 ``workspace/didChangeConfiguration``)::
 
     {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package
-     "steps": 32,                          # cap on denoising passes per fill
+     "steps": 32,                          # cap on denoising passes per fill; default: 16 for
+                                           # spans of one line or less, 32 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
      "alternatives": 3,                    # candidates of "fill selection (N alternatives)",
                                            # and inline completions (when temperature > 0)

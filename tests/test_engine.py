@@ -14,7 +14,7 @@ from infill.document import document_from_bytes
 from infill.edits import apply_edits, minimal_edit
 from infill.engine import InfillOptions, infill, plan_canvases
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, SampleStats, merge_stats
+from infill.sampler import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig, SampleStats, merge_stats
 from infill.spans import Span, line_span, validate_spans
 
 SOURCE = AREA_MODULE
@@ -261,3 +261,14 @@ def test_the_tiny_random_model_windows_a_long_file_and_is_deterministic(tiny_bac
     assert first.stats.forward_passes <= 8
     assert first.stats.tokens == 20
     assert outside_unchanged(LONG_SOURCE, apply_edits(LONG_SOURCE, first.edits), spans)
+
+
+@pytest.mark.parametrize(("first", "last", "cap"), [(4, 4, ONE_LINE_STEPS), (4, 5, MULTI_LINE_STEPS)])
+def test_a_line_gets_the_short_step_cap_and_several_lines_the_long_one(tiny_backend, first, last, cap):
+    document = document_from_bytes(SOURCE.encode())
+    span = line_span(SOURCE, first, last)
+    options = InfillOptions(SamplerConfig(commit_threshold=1.0), budget=40, syntax_rounds=0, syntax_edits=0)
+    caps = []
+    result = infill(tiny_backend, document, [span], options, lambda canvas, step: caps.append(step.cap))
+    assert set(caps) == {cap}
+    assert result.stats.steps == cap  # commit_threshold 1: only the quota commits, so the cap is reached

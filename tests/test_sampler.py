@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from infill.errors import Cancelled
-from infill.sampler import SamplerConfig, Step, sample, token_probabilities
+from infill.sampler import (
+    MULTI_LINE_STEPS,
+    ONE_LINE_STEPS,
+    SamplerConfig,
+    Step,
+    sample,
+    step_cap,
+    token_probabilities,
+)
 
 
 def ordinary_ids(tokenizer, count: int, seed: int) -> torch.Tensor:
@@ -339,3 +347,19 @@ def test_first_pass_fixes_each_span_length_at_the_expected_count_of_content_toke
     assert torch.equal(ids[20:28], target[20:28])  # content the oracle knows is kept
     assert not (result.ids == tiny_tokenizer.mask_id).any()
     assert torch.equal(ids[~editable[0]], canvas[0][~editable[0]])  # context untouched
+
+
+@pytest.mark.parametrize(
+    ("texts", "cap"),
+    [
+        (["x = 1"], ONE_LINE_STEPS),  # a line
+        ([""], ONE_LINE_STEPS),  # an insertion point (inline completion)
+        (["x = 1", "y = 2"], ONE_LINE_STEPS),  # several one-line spans
+        (["if x:\n    y = 2"], MULTI_LINE_STEPS),
+        (["x = 1", "a\r\nb"], MULTI_LINE_STEPS),  # one span of several lines is enough
+    ],
+)
+def test_the_default_step_cap_follows_the_spans_and_a_set_one_is_kept(texts, cap):
+    assert step_cap(SamplerConfig(), texts).steps == cap
+    assert step_cap(SamplerConfig(steps=7), texts).steps == 7
+    assert ONE_LINE_STEPS < MULTI_LINE_STEPS
