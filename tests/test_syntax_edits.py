@@ -61,22 +61,23 @@ def test_a_fill_no_single_edit_mends_is_left_as_it_was(make_oracle, oracle_for_c
     assert result.stats.forward_passes == oracle.calls  # the fill's passes, then one to rank the edits
 
 
-def ids_with_fill(probe, canvas, fill: str) -> torch.Tensor:
-    [slot] = canvas.slots
-    ids = torch.tensor([canvas.ids])
-    fill_ids = probe.encode(fill)
-    ids[0, slot.start : slot.start + slot.length] = torch.tensor(
-        fill_ids + [probe.null_id] * (slot.length - len(fill_ids))
-    )
-    return ids
-
-
-def test_an_insertion_shifts_the_fill_onto_its_padding_and_a_deletion_leaves_a_null(make_oracle):
+def broken_last_line(make_oracle):
+    """The document, a probe network, the canvas of line 6 and its ids filled with "print(f(2)"
+    (an unclosed bracket) followed by the slot's <null> padding."""
     document = document_from_bytes(SOURCE.encode())
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     [canvas] = plan_canvases(probe, SOURCE, [line_span(SOURCE, 6, 6)], InfillOptions())
     [slot] = canvas.slots
-    ids = ids_with_fill(probe, canvas, "print(f(2)")
+    ids = torch.tensor([canvas.ids])
+    fill_ids = probe.encode("print(f(2)")
+    ids[0, slot.start : slot.start + slot.length] = torch.tensor(
+        fill_ids + [probe.null_id] * (slot.length - len(fill_ids))
+    )
+    return document, probe, canvas, slot, ids
+
+
+def test_an_insertion_shifts_the_fill_onto_its_padding_and_a_deletion_leaves_a_null(make_oracle):
+    document, probe, canvas, slot, ids = broken_last_line(make_oracle)
     end = slot.start + len(probe.encode("print(f(2)"))
     [close] = probe.encode(")")
 
@@ -93,11 +94,7 @@ def test_an_insertion_shifts_the_fill_onto_its_padding_and_a_deletion_leaves_a_n
 
 
 def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make_oracle):
-    document = document_from_bytes(SOURCE.encode())
-    probe = make_oracle(torch.zeros(1, dtype=torch.long))
-    [canvas] = plan_canvases(probe, SOURCE, [line_span(SOURCE, 6, 6)], InfillOptions())
-    [slot] = canvas.slots
-    ids = ids_with_fill(probe, canvas, "print(f(2)")
+    document, probe, canvas, slot, ids = broken_last_line(make_oracle)
     [hash_id] = probe.encode("#")
     [close], [plus] = probe.encode(")"), probe.encode("+")
     probs = torch.full((ids.size(1), probe.tokenizer.vocab_size), 1e-6)
