@@ -34,7 +34,7 @@ from infill.sampler import token_probabilities
 from infill.syntax import SyntaxProblem
 
 MAX_TRIALS = 120  # candidate edits parsed per edit
-TOP_TOKENS = 4  # the model's most likely tokens tried instead of a token...
+TOP_TOKENS = 6  # the model's most likely tokens at a position (less the token there and <null>)...
 MIN_PROBABILITY = 1e-3  # ...if it gives them at least this probability
 NEIGHBOURS = 1  # tokens on each side of a token a problem touches that are tried too
 LEAST_LIKELY = 2  # each fill's least likely tokens that are tried too
@@ -122,7 +122,7 @@ def candidates(
         where.update(sorted(content, key=lambda i: float(probs[i, row[i]]))[:LEAST_LIKELY])
         for position in sorted(where):
             old = math.log(max(float(probs[position, row[position]]), 1e-12))
-            top = probs[position].topk(TOP_TOKENS + 2)
+            top = probs[position].topk(TOP_TOKENS)
             for p, token in zip(top.values.tolist(), top.indices.tolist()):
                 if p < MIN_PROBABILITY or token in (row[position], null):
                     continue
