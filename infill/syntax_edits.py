@@ -12,9 +12,13 @@ parsing the whole file:
         what to try there, most likely first: one of the model's top tokens instead, the token
             deleted, or a bracket, comma, colon or quote inserted before it (into the span's
             <null> padding, which makes room)
-        keep the edit that leaves the fewest problems (the likeliest among equals) if that is
-            fewer than now; an edit that leaves none ends the search
+        keep the edit that leaves the fewest problems, or as many but the first of them later
+            in the file (the likeliest among equals), if that is progress on now; an edit that
+            leaves none ends the search
+    keep the edits only if, together, they leave fewer problems than before them
 
+Moving the first problem on counts as progress because mending a fill often takes two edits
+(an opening bracket and its closing one) of which the first changes no count.
 No edit brings in a comment: a '#' would hide the rest of its line rather than mend it. Each
 candidate costs one parse of the file (a few ms for a 30 kB file), so at most `MAX_TRIALS` are
 tried per edit.
@@ -76,29 +80,34 @@ def edit_tokens(
     `blamed(ids, problems)` gives the (1, L) positions a problem touches. Returns the ids, the
     model's probability of each token after the edits (None if none was made), the number of
     edits made and the forward passes run."""
-    problems = problems_of(ids)
+    original = ids
+    problems = before = problems_of(ids)
     inserts = _insertable_tokens(denoiser)
     made = passes = 0
     while problems and made < max_edits:
         probs = token_probabilities(denoiser, ids)[0]
         passes += 1
-        best: tuple[int, torch.Tensor] | None = None
+        best: tuple[tuple[int, int], torch.Tensor, list[SyntaxProblem]] | None = None
         tried = candidates(denoiser, canvas, ids, probs, blamed(ids, problems), inserts)[:MAX_TRIALS]
         for edit, slot in tried:
             trial = edit.apply(ids, slot, denoiser.null_id)
-            left = len(problems_of(trial))
-            if best is None or left < best[0]:
-                best = (left, trial)
-            if left == 0:
+            left = problems_of(trial)
+            if best is None or _standing(left) < best[0]:
+                best = (_standing(left), trial, left)
+            if not left:
                 break
-        if best is None or best[0] >= len(problems):
+        if best is None or best[0] >= _standing(problems):
             break
-        ids, made = best[1], made + 1
-        problems = problems_of(ids)
-    if not made:
-        return ids, None, 0, passes
+        ids, problems, made = best[1], best[2], made + 1
+    if not made or len(problems) >= len(before):
+        return original, None, 0, passes
     probs = token_probabilities(denoiser, ids)[0]
     return ids, probs.gather(-1, ids[0, :, None]).squeeze(-1)[None], made, passes + 1
+
+
+def _standing(problems: list[SyntaxProblem]) -> tuple[int, int]:
+    """Smaller is better: fewer problems, then the first one later in the file."""
+    return len(problems), -(problems[0].start if problems else 0)
 
 
 def candidates(

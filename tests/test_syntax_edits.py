@@ -129,3 +129,15 @@ def test_the_tiny_model_runs_the_edits_and_leaves_the_rest_of_the_file(tiny_back
     assert new.startswith(SOURCE[: spans[0].start]) and new.endswith(SOURCE[spans[0].end :])
     again = infill(tiny_backend, document, spans, options)
     assert again.spans[0].new_text == result.spans[0].new_text  # reproducible
+
+
+def test_two_edits_mend_what_one_cannot_when_the_first_moves_the_problem_on(make_oracle, oracle_for_canvases):
+    document, span, _, oracle = insisting_oracle(make_oracle, oracle_for_canvases, "x = [f(2, 3")
+    options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4)
+    result = infill(oracle, document, [span], options)
+    new = apply_edits(SOURCE, result.edits)
+    assert not python_problems(new) and result.stats.syntax_edits == 2  # ")" then "]"
+    assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
+
+    one = infill(oracle, document, [span], InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=1))
+    assert one.spans[0].new_text == "x = [f(2, 3" and one.stats.syntax_edits == 0  # half a mend is not kept

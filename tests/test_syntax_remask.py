@@ -82,7 +82,8 @@ def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_b
     [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
     answer = probe.encode("    return y = = 1")  # the network insists on broken code
     oracle = oracle_for_canvases([(canvas, [answer])])
-    result = infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3))
+    options = InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3, syntax_edits=0)  # retries only
+    result = infill(oracle, document, [span], options)
     assert result.stats.syntax_rounds == 3
     assert result.spans[0].new_text == "    return y = = 1"
 
