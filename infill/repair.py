@@ -67,10 +67,11 @@ class RepairOptions:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
         if self.ratio < 0:
             raise InputError(f"ratio must be 0 or more (got {self.ratio})")
-        for name in ("syntax_rounds", "syntax_edits"):
-            if getattr(self, name) < 0:
-                raise InputError(f"{name} must be 0 or more (got {getattr(self, name)})")
-        InfillOptions(context_length=self.context_length)  # validates it
+        InfillOptions(  # validates the options both have
+            context_length=self.context_length,
+            syntax_rounds=self.syntax_rounds,
+            syntax_edits=self.syntax_edits,
+        )
 
     @classmethod
     def from_infill(cls, options: InfillOptions, **overrides) -> RepairOptions:

@@ -116,7 +116,8 @@ def sample(
 ) -> SampleResult:
     """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids). A step cap left to
     the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap."""
-    config = step_cap(config, ["\n"])
+    if config.steps is None:
+        config = replace(config, steps=MULTI_LINE_STEPS)
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
     x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)

@@ -109,8 +109,8 @@ def remask_syntax(
                 confidence[r] = torch.where(remask[r], trial.confidence[r], confidence[r])
     slots = torch.tensor(canvas.editable())
     blamed = partial(tokens_to_remask, denoiser, document, canvas)
-    for r in rows:
-        if not problems[r] or edits < 1:
+    for r in rows if edits > 0 else ():
+        if not problems[r]:
             continue
         if cancelled is not None and cancelled():
             raise Cancelled("sampling cancelled")
@@ -121,7 +121,10 @@ def remask_syntax(
         if probs is not None:
             confidence[r] = torch.where(slots, probs[0], confidence[r])
         seconds = time.perf_counter() - started
-        done.append(SampleStats(0, passes, 0, made, seconds, True, syntax_edits=made))  # passes, no steps
+        done.append(  # forward passes, but no denoising steps
+            SampleStats(steps=0, forward_passes=passes, tokens=0, revisions=made, seconds=seconds,
+                        converged=True, syntax_edits=made)
+        )  # fmt: skip
     return SampleResult(ids, confidence, merge_stats([sampled.stats, *done]))
 
 

@@ -153,11 +153,7 @@ def stage_plot(args) -> None:
         plt.plot(tokens, [r.get("heldout_loss") for r in rows], label="held-out loss")
     plt.xlabel("training tokens (M)")
     plt.ylabel("diffusion loss")
-    plt.legend()
-    plt.grid(alpha=0.3)
-    plt.tight_layout()
-    plt.savefig(args.png or args.out / "loss.png", dpi=120)
-    print(f"plot: {args.png or args.out / 'loss.png'}")
+    save_plot(plt, args.png or args.out / "loss.png")
 
 
 def plot_comparison(runs: list[Path], path: Path) -> None:
@@ -172,6 +168,10 @@ def plot_comparison(runs: list[Path], path: Path) -> None:
         plt.plot([r["seconds"] / 3600 for r in rows], [r["heldout_loss"] for r in rows], label=label)
     plt.xlabel("training time (hours)")
     plt.ylabel("held-out diffusion loss")
+    save_plot(plt, path)
+
+
+def save_plot(plt, path: Path) -> None:
     plt.legend()
     plt.grid(alpha=0.3)
     plt.tight_layout()
