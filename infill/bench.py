@@ -16,7 +16,7 @@ infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--ste
     Scores per kind: exact match (ignoring trailing whitespace), edit similarity (difflib
     ratio), whether the filled file parses, pass rate (exec kinds), the share of fills that
     broke the syntax and were retried (--syntax-rounds), the share mended by parser-checked
-    token edits (--syntax-edits), mean steps and ms.
+    token edits (--syntax-edits), the share filled afresh (--syntax-restarts), mean steps and ms.
     --plot draws quality against the sampler's step cap (over --plot-tasks tasks per kind).
 
     Executing model output: the exec kinds run code the model wrote, in a separate
@@ -117,6 +117,7 @@ class Score:
     error: str | None = None  # why the task failed outright (engine error, failing assert, timeout)
     syntax_rounds: int = 0  # retries of a fill that broke the file's syntax (infill.syntax_remask)
     syntax_edits: int = 0  # parser-checked token edits made to it (infill.syntax_edits)
+    syntax_restarts: int = 0  # fresh fills after the retries and edits left it broken
 
 
 # --------------------------------------------------------------------------- sources and spans
@@ -378,6 +379,7 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
         task.kind, task.path, task.start, task.end, task.expected, produced, **judge(task, produced),
         passed=passed, steps=result.stats.steps, ms=1000 * result.stats.seconds, error=error,
         syntax_rounds=result.stats.syntax_rounds, syntax_edits=result.stats.syntax_edits,
+        syntax_restarts=result.stats.syntax_restarts,
     )  # fmt: skip
 
 
@@ -402,18 +404,21 @@ def summarize(scores: list[Score]) -> dict[str, dict]:
             "mean_steps": statistics.mean(s.steps for s in rows),
             "retried": statistics.mean(s.syntax_rounds > 0 for s in rows),
             "edited": statistics.mean(s.syntax_edits > 0 for s in rows),
+            "restarted": statistics.mean(s.syntax_restarts > 0 for s in rows),
             "mean_ms": statistics.mean(s.ms for s in rows),
         }
     return table
 
 
 def print_table(table: dict[str, dict]) -> None:
-    header = ("kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "steps", "ms")
-    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>8} {:>7} {:>6} {:>7}".format(*header))
+    header = ("kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "afresh")
+    header += ("steps", "ms")
+    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>6} {:>7}".format(*header))
     for kind, r in table.items():
         passed = "-" if r["pass_rate"] is None else f"{r['pass_rate']:.1%}"
         print(f"{kind:10} {r['tasks']:5d} {r['exact_match']:7.1%} {r['edit_similarity']:9.3f} "
-              f"{r['parses']:7.1%} {passed:>7} {r['retried']:8.1%} {r['edited']:7.1%} {r['mean_steps']:6.1f} "
+              f"{r['parses']:7.1%} {passed:>7} {r['retried']:8.1%} {r['edited']:7.1%} {r['restarted']:7.1%} "
+              f"{r['mean_steps']:6.1f} "
               f"{r['mean_ms']:7.0f}")  # fmt: skip
 
 
@@ -491,13 +496,12 @@ def run_quality(
         sources = heldout_sources()
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
     config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh)
-    options = InfillOptions(sampler=config, syntax_rounds=args.syntax_rounds, syntax_edits=args.syntax_edits)
+    options = InfillOptions(config, **syntax_options(args))
     scores = evaluate(backend, tasks, options, args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
     results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
-               "cache_refresh": args.cache_refresh, "syntax_rounds": args.syntax_rounds,
-               "syntax_edits": args.syntax_edits, "table": table,
+               "cache_refresh": args.cache_refresh, **syntax_options(args), "table": table,
                "tasks": [asdict(s) for s in scores]}  # fmt: skip
     if args.plot:
         caps = [int(c) for c in args.plot_caps.split(",")]
@@ -506,6 +510,11 @@ def run_quality(
         results["step_curve"] = {kind: {str(c): r for c, r in rows.items()} for kind, rows in curve.items()}
         print(f"plot: {args.plot}")
     return results
+
+
+def syntax_options(args: argparse.Namespace) -> dict[str, int]:
+    """The InfillOptions fields of the syntax flags (--syntax-rounds, -edits, -restarts)."""
+    return {name: getattr(args, name) for name in ("syntax_rounds", "syntax_edits", "syntax_restarts")}
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -546,7 +555,7 @@ def speed(args: argparse.Namespace) -> dict:
         "cached": SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh),
     }
     results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh,
-               "syntax_rounds": args.syntax_rounds, "syntax_edits": args.syntax_edits}  # fmt: skip
+               **syntax_options(args)}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "speed.py"
         path.write_text(text)
@@ -554,9 +563,7 @@ def speed(args: argparse.Namespace) -> dict:
             spans = [line_span(text, first, last)]
             row = {}
             for variant, config in variants.items():
-                options = InfillOptions(
-                    config, syntax_rounds=args.syntax_rounds, syntax_edits=args.syntax_edits
-                )
+                options = InfillOptions(config, **syntax_options(args))
                 runs = [infill(backend, document, spans, options) for _ in range(args.repeat)]
                 row[f"{variant}_ms"] = 1000 * statistics.median(r.stats.seconds for r in runs)
                 row[f"{variant}_steps"] = runs[-1].stats.steps
@@ -564,7 +571,8 @@ def speed(args: argparse.Namespace) -> dict:
             row["speedup"] = row["exact_ms"] / row["cached_ms"]
             command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
                        "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
-                       "--syntax-edits", str(args.syntax_edits)]  # fmt: skip
+                       "--syntax-edits", str(args.syntax_edits),
+                       "--syntax-restarts", str(args.syntax_restarts)]  # fmt: skip
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:
@@ -657,6 +665,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=InfillOptions.syntax_edits,
         help="then parser-checked single-token edits of fills still broken (0: none)",
+    )
+    parser.add_argument(
+        "--syntax-restarts",
+        type=int,
+        default=InfillOptions.syntax_restarts,
+        help="then fresh fills of fills still broken, each with its retries and edits (0: none)",
     )
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")

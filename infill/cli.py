@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="then try single-token edits of a fill that still breaks the syntax, each "
                          "checked by the parser, and keep up to N that mend it (0: never; default "
                          "%(default)s)")
+    sampler.add_argument("--syntax-restarts", type=int, default=InfillOptions.syntax_restarts, metavar="N",
+                         help="then fill a span that still breaks the syntax afresh (with its own retries "
+                         "and edits) up to N times, keeping the fill with fewest syntax errors (0: never; "
+                         "default %(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
@@ -118,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         budget=args.budget,
         syntax_rounds=args.syntax_rounds,
         syntax_edits=args.syntax_edits,
+        syntax_restarts=args.syntax_restarts,
     )
     repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
     if args.alternatives is not None:
@@ -225,7 +230,8 @@ def stats_line(s: SampleStats, summary: str) -> str:
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
             f"({s.forward_passes} forward passes, {s.revisions} revisions"
             f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}"
-            f"{f', token edits: {s.syntax_edits}' if s.syntax_edits else ''}), "
+            f"{f', token edits: {s.syntax_edits}' if s.syntax_edits else ''}"
+            f"{f', fresh fills: {s.syntax_restarts}' if s.syntax_restarts else ''}), "
             f"{s.seconds * 1000:.0f} ms, {how}")
 
 
@@ -243,7 +249,8 @@ class StepPrinter:
 
     def __call__(self, canvas: Canvas, step: Step) -> None:
         ids, committed, remasked = step.ids[0], step.committed[0], step.remasked[0]
-        retry = f"syntax retry {step.retry}, " if step.retry else ""
+        retry = f"fresh fill {step.restart}, " if step.restart else ""
+        retry += f"syntax retry {step.retry}, " if step.retry else ""
         header = (f"--- {retry}step {step.index + 1}: +{int(committed.sum())} committed, "
                   f"{int(remasked.sum())} re-masked, {step.masked_left} masked left")
         print(header, file=self.stream)

@@ -30,13 +30,14 @@ class InfillOptions:
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.syntax_remask)
     syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.syntax_edits)
+    syntax_restarts: int = 2  # then fresh fills, each with its own retries and edits (infill.syntax_remask)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
             raise InputError(f"budget must be at least 1 (got {self.budget})")
         if self.context_length is not None and self.context_length < 8:
             raise InputError(f"context_length must be at least 8 (got {self.context_length})")
-        for name in ("syntax_rounds", "syntax_edits"):
+        for name in ("syntax_rounds", "syntax_edits", "syntax_restarts"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must be 0 or more (got {getattr(self, name)})")
 
@@ -78,11 +79,11 @@ def infill(
         editable = torch.tensor([canvas.editable()])
         step_hook = partial(on_step, canvas) if on_step else None
         config = step_cap(options.sampler, [document.text[s.span.start : s.span.end] for s in canvas.slots])
-        rounds = options.syntax_rounds
         sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
         sampled = remask_syntax(
-            denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled, options.syntax_edits
-        )
+            denoiser, document, canvas, sampled, config, options.syntax_rounds, step_hook, cancelled,
+            edits=options.syntax_edits, restarts=options.syntax_restarts,
+        )  # fmt: skip
         totals.append(sampled.stats)
         for slot, new_text in zip(canvas.slots, slot_texts(denoiser, document, canvas, sampled.ids)):
             edit = minimal_edit(document.text, slot.span.start, slot.span.end, new_text)

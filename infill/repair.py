@@ -60,6 +60,7 @@ class RepairOptions:
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
     syntax_edits: int = 6  # then parser-checked single-token edits (infill.syntax_edits)
+    #   (no fresh fills, InfillOptions.syntax_restarts: a repair keeps the code it does not flag)
 
     def __post_init__(self) -> None:
         for name in ("threshold", "max_fraction"):

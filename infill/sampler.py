@@ -83,6 +83,7 @@ class Step:
     remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
     masked_left: int
     retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.syntax_remask)
+    restart: int = 0  # 0: the first fill; k: its k-th fresh fill after it kept breaking the syntax
     cap: int = 0  # the step cap of this denoising run
 
 
@@ -97,6 +98,7 @@ class SampleStats:
     cached_passes: int = 0  # forward passes over the span positions only (cached context)
     syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.syntax_remask)
     syntax_edits: int = 0  # single-token edits the parser checked (infill.syntax_edits)
+    syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (infill.syntax_remask)
 
 
 @dataclass
@@ -275,4 +277,5 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         cached_passes=sum(p.cached_passes for p in parts),
         syntax_rounds=sum(p.syntax_rounds for p in parts),
         syntax_edits=sum(p.syntax_edits for p in parts),
+        syntax_restarts=sum(p.syntax_restarts for p in parts),
     )

@@ -6,6 +6,10 @@
             nodes; Python's own error: its whole line)
         denoise those positions again, everything else fixed context, at a temperature
         keep the result if it leaves no more problems than before
+    then single-token edits, each checked by the parser (infill.syntax_edits)
+    while a fill still breaks the syntax and restarts are left:
+        denoise the whole fill again from all-masked, at a temperature, with its own retries
+            and edits, and keep it if it leaves fewer problems
 
 This is self-correction with the parser as the judge: a masked diffusion model can revise any
 token it committed, with context on both sides, so the broken part is re-drawn in place while
@@ -42,6 +46,7 @@ from infill.syntax_edits import edit_tokens
 
 TEMPERATURE = 0.8  # sampling temperature of a retry
 RETRY_STEPS = 16  # step cap of a retry (at most the request's own cap)
+RESTART_SEED = 100  # restart k samples with seed (the request's seed or 0) + RESTART_SEED + k
 
 
 def remask_syntax(
@@ -54,17 +59,19 @@ def remask_syntax(
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     edits: int = 0,
+    restarts: int = 0,
 ) -> SampleResult:
     """Up to `rounds` retries of the fills of each row of `sampled` (B, L), a filled `canvas` of
     `document` (rows: e.g. alternatives; the rows that need a retry are retried as one batch),
     then up to `edits` parser-checked single-token edits of each row still broken
-    (infill.syntax_edits).
+    (infill.syntax_edits), then up to `restarts` fresh fills of the rows still broken, each
+    with its own rounds and edits.
 
     Returns the ids to keep with their confidence, and `sampled.stats` merged with those of the
-    rounds run (each counts one `syntax_rounds`; its `revisions` include the re-masked tokens)
-    and of the edits (`syntax_edits`, and as `revisions` too).
+    rounds run (each counts one `syntax_rounds`; its `revisions` include the re-masked tokens),
+    of the edits (`syntax_edits`, and as `revisions` too) and of the restarts (`syntax_restarts`).
     """
-    if rounds < 1 and edits < 1:
+    if rounds < 1 and edits < 1 and restarts < 1:
         return sampled
     parsed_before: list[bool] = []  # the document is parsed once, and only if a fill breaks
 
@@ -125,11 +132,29 @@ def remask_syntax(
             SampleStats(steps=0, forward_passes=passes, tokens=0, revisions=made, seconds=seconds,
                         converged=True, syntax_edits=made)
         )  # fmt: skip
+    for restart in range(restarts):
+        broken = [r for r in rows if problems[r]]
+        if not broken:
+            break
+        seed = (config.seed or 0) + RESTART_SEED + restart
+        hook = None if on_step is None else partial(_as_restart, on_step, restart + 1)
+        afresh = replace(config, temperature=TEMPERATURE, seed=seed)
+        fresh = sample(denoiser, ids[broken], slots.expand(len(broken), -1), afresh, hook, cancelled)
+        fresh = remask_syntax(denoiser, document, canvas, fresh, config, rounds, hook, cancelled, edits)
+        done.append(replace(fresh.stats, tokens=0, syntax_restarts=1))
+        for i, r in enumerate(broken):
+            left = fills_problems(fresh.ids[i : i + 1])
+            if len(left) < len(problems[r]):
+                ids[r], confidence[r], problems[r] = fresh.ids[i], fresh.confidence[i], left
     return SampleResult(ids, confidence, merge_stats([sampled.stats, *done]))
 
 
 def _as_retry(on_step: Callable[[Step], None], retry: int, step: Step) -> None:
     on_step(replace(step, retry=retry))
+
+
+def _as_restart(on_step: Callable[[Step], None], restart: int, step: Step) -> None:
+    on_step(replace(step, restart=restart))
 
 
 def slot_texts(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> list[str]:

@@ -37,9 +37,9 @@ class StepProgress:
         begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message=message, percentage=0)
         self.server.work_done_progress.begin(token, begin)
 
-    def report(self, index: int, cap: int, masked_left: int, retry: int = 0) -> None:
+    def report(self, index: int, cap: int, masked_left: int, retry: int = 0, restart: int = 0) -> None:
         """Called on the event loop after denoising step ``index`` (0-based, of at most ``cap``)
-        of the fill, or of its ``retry``-th syntax retry."""
+        of the fill, or of its ``retry``-th syntax retry, or of its ``restart``-th fresh fill."""
         if self.token is None:
             return
         done, cap = index + 1, max(1, cap)
@@ -47,6 +47,8 @@ class StepProgress:
         percentage = min(99, done * 100 // cap)
         if retry:  # after the fill's own steps: the percentage does not go back
             message, percentage = f"syntax retry {retry}: step {done}, {masked_left} masked", 99
+        if restart:
+            message, percentage = f"fresh fill {restart}: {message}", 99
         report = types.WorkDoneProgressReport(message=message, percentage=percentage)
         self.server.work_done_progress.report(self.token, report)
 

@@ -234,7 +234,8 @@ class InfillLanguageServer(LanguageServer):
         if progress_title is not None:
 
             def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
-                loop.call_soon_threadsafe(progress.report, step.index, step.cap, step.masked_left, step.retry)
+                report = (step.index, step.cap, step.masked_left, step.retry, step.restart)
+                loop.call_soon_threadsafe(progress.report, *report)
 
         outcome = "failed"
         try:

@@ -13,6 +13,7 @@ section of the client's configuration (``workspace/configuration``,
      "contextLength": 256,                 # context window (canvas length); default: the model's
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "syntaxEdits": 6,                     # then parser-checked single-token edits
+     "syntaxRestarts": 2,                  # then fresh fills of a fill still broken
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
@@ -44,6 +45,7 @@ class Settings:
     alternatives: int = 3  # 1: no "fill selection (N alternatives)" action
     syntax_rounds: int | None = None
     syntax_edits: int | None = None
+    syntax_restarts: int | None = None
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -60,6 +62,8 @@ class Settings:
             options.syntax_rounds = self.syntax_rounds
         if self.syntax_edits is not None:
             options.syntax_edits = self.syntax_edits
+        if self.syntax_restarts is not None:
+            options.syntax_restarts = self.syntax_restarts
         return options
 
     def needs_reload(self, other: Settings) -> bool:
@@ -81,6 +85,7 @@ _KEYS = {
     "threads": ("threads", lambda v: _is_int(v) and v >= 1, "a positive integer"),
     "syntaxRounds": ("syntax_rounds", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "syntaxRestarts": ("syntax_restarts", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 
 

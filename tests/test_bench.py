@@ -162,20 +162,20 @@ def test_similarity_and_parses_on_hand_made_fills():
 
 
 def test_summary_averages_per_kind():
-    def score(kind, exact, similarity, parses, passed, steps, rounds=0, edits=0):
+    def score(kind, exact, similarity, parses, passed, steps, rounds=0, edits=0, restarts=0):
         return Score(kind, "p", 0, 1, "x", "y", exact, similarity, parses, passed, steps, ms=10.0 * steps,
-                     syntax_rounds=rounds, syntax_edits=edits)  # fmt: skip
+                     syntax_rounds=rounds, syntax_edits=edits, syntax_restarts=restarts)  # fmt: skip
 
     table = summarize([
         score("line", True, 1.0, True, None, 2),
-        score("line", False, 0.5, False, None, 4, rounds=3, edits=2),
+        score("line", False, 0.5, False, None, 4, rounds=3, edits=2, restarts=1),
         score("exec-body", False, 0.25, True, True, 8),
         score("exec-body", False, 0.75, True, False, 8),
     ])  # fmt: skip
     assert list(table) == ["line", "exec-body"]
     assert table["line"] == {"tasks": 2, "exact_match": 0.5, "edit_similarity": 0.75, "parses": 0.5,
                              "pass_rate": None, "mean_steps": 3, "retried": 0.5, "edited": 0.5,
-                             "mean_ms": 30.0}  # fmt: skip
+                             "restarted": 0.5, "mean_ms": 30.0}  # fmt: skip
     assert table["exec-body"]["pass_rate"] == 0.5
     assert table["exec-body"]["edit_similarity"] == 0.5
 
@@ -240,7 +240,8 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     assert bench.main(argv) == 0
 
     printed = capsys.readouterr().out
-    header = ["kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "steps", "ms"]
+    header = ["kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "afresh"]
+    header += ["steps", "ms"]
     assert printed.splitlines()[0].split() == header
     results = json.loads(out.read_text())
     assert list(results["table"]) == list(bench.KINDS)
@@ -256,11 +257,13 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
             continue
         else:
             assert task["expected"] == SOURCE[task["start"] : task["end"]] and task["passed"] is None
-        assert 1 <= task["steps"] <= 4 * (1 + task["syntax_rounds"])  # a syntax retry: 4 passes at most
+        runs = 1 + task["syntax_restarts"] + task["syntax_rounds"]  # fill, fresh fills, retries
+        assert 1 <= task["steps"] <= 4 * runs  # 4 passes each at most
     assert set(results["step_curve"]) == set(bench.KINDS)
     assert all(set(rows) == {"1", "2"} for rows in results["step_curve"].values())
-    rounds = InfillOptions.syntax_rounds  # a retry at cap 1 is one pass
-    assert all(row["tasks"] == 1 and row["mean_steps"] <= 1 + rounds for row in
+    restarts = InfillOptions.syntax_restarts  # at cap 1 a fill, a retry and a fresh fill are one pass
+    runs = (1 + restarts) * (1 + InfillOptions.syntax_rounds)
+    assert all(row["tasks"] == 1 and row["mean_steps"] <= runs for row in
                (rows["1"] for rows in results["step_curve"].values()))  # fmt: skip
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -96,11 +96,15 @@ def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
     for edit in report["edits"]:
         assert body_start <= edit["start"] <= edit["end"] <= body_end
     stats = report["stats"]  # the cap is per denoising run, a syntax retry's too (at most RETRY_STEPS)
-    edit_passes = InfillOptions.syntax_edits + 1 if stats["syntax_rounds"] else 0  # after the retries
-    assert stats["forward_passes"] <= 12 + min(12, RETRY_STEPS) * stats["syntax_rounds"] + edit_passes
+    runs = 1 + stats["syntax_restarts"]  # the fill and its fresh fills, each with retries and edits
+    edit_passes = (InfillOptions.syntax_edits + 1) * runs if stats["syntax_rounds"] else 0
+    retry_passes = min(12, RETRY_STEPS) * stats["syntax_rounds"]
+    assert stats["forward_passes"] <= 12 * runs + retry_passes + edit_passes
     assert "--- step 1:" in done.stderr
     retries = done.stderr.count("--- syntax retry ")
-    assert done.stderr.count("--- step ") + retries == stats["steps"]
+    fresh = done.stderr.count("--- fresh fill ")
+    assert done.stderr.count("--- step ") + retries + fresh == stats["steps"]
+    assert (fresh > 0) == (stats["syntax_restarts"] > 0)
     assert (retries > 0) == (stats["syntax_rounds"] > 0)
 
 

@@ -19,6 +19,7 @@ from infill.spans import Span, line_span, validate_spans
 
 SOURCE = AREA_MODULE
 
+NO_SYNTAX_HELP = {"syntax_rounds": 0, "syntax_edits": 0, "syntax_restarts": 0}  # the sampler alone
 LONG_SOURCE = "".join(f"v{i} = {i}\n" for i in range(120))
 
 
@@ -230,9 +231,11 @@ def test_the_tiny_random_model_fills_spans_end_to_end(tiny_backend):
     budgets = [default_budget(len(tiny_backend.encode(SOURCE[s.start : s.end])), 128) for s in spans]
     stats = result.stats
     assert stats.tokens == sum(budgets)
-    assert 1 <= stats.steps <= 6 * (1 + stats.syntax_rounds)  # retries: 6 or less
-    assert stats.steps <= stats.forward_passes <= stats.steps + options.syntax_edits + 1  # + token edits
-    assert stats.syntax_rounds <= options.syntax_rounds
+    runs = 1 + stats.syntax_restarts  # the fill and its fresh fills, each with retries and token edits
+    assert stats.syntax_restarts <= options.syntax_restarts
+    assert 1 <= stats.steps <= 6 * (runs + stats.syntax_rounds)  # retries: 6 or less
+    assert stats.steps <= stats.forward_passes <= stats.steps + (options.syntax_edits + 1) * runs
+    assert stats.syntax_rounds <= options.syntax_rounds * runs
     assert stats.seconds > 0
     assert stats.revisions >= 0
 
@@ -241,7 +244,7 @@ def test_the_tiny_random_model_windows_a_long_file_and_is_deterministic(tiny_bac
     document = document_from_bytes(LONG_SOURCE.encode())
     spans = [line_span(LONG_SOURCE, 3, 3), line_span(LONG_SOURCE, 110, 110)]
     assert len(tiny_backend.encode(LONG_SOURCE)) > 3 * tiny_backend.context_length
-    options = InfillOptions(SamplerConfig(steps=4), budget=10, syntax_rounds=0, syntax_edits=0)  # windows
+    options = InfillOptions(SamplerConfig(steps=4), budget=10, **NO_SYNTAX_HELP)  # windows
     last_step = {}
 
     def on_step(canvas, step):
@@ -267,7 +270,7 @@ def test_the_tiny_random_model_windows_a_long_file_and_is_deterministic(tiny_bac
 def test_a_line_gets_the_short_step_cap_and_several_lines_the_long_one(tiny_backend, first, last, cap):
     document = document_from_bytes(SOURCE.encode())
     span = line_span(SOURCE, first, last)
-    options = InfillOptions(SamplerConfig(commit_threshold=1.0), budget=40, syntax_rounds=0, syntax_edits=0)
+    options = InfillOptions(SamplerConfig(commit_threshold=1.0), budget=40, **NO_SYNTAX_HELP)
     caps = []
     result = infill(tiny_backend, document, [span], options, lambda canvas, step: caps.append(step.cap))
     assert set(caps) == {cap}

@@ -160,8 +160,12 @@ def test_a_fill_that_breaks_the_syntax_says_how_many_retries_it_had():
 
     start, end = offset_of("sum(values)"), offset_of("sum(values)") + len("sum(values)")
     data = ActionData(URI, 1, "selection", start, end)
-    retried = run_action(ConstantDenoiser(")"), SOURCE, data, InfillOptions(syntax_rounds=2))
+    options = InfillOptions(syntax_rounds=2, syntax_restarts=0)
+    retried = run_action(ConstantDenoiser(")"), SOURCE, data, options)
     assert retried.summary.endswith(", 2 syntax retry(ies)")  # ")))" never parses: both rounds run
+    options = InfillOptions(syntax_rounds=2, syntax_restarts=1)
+    restarted = run_action(ConstantDenoiser(")"), SOURCE, data, options)
+    assert restarted.summary.endswith(", 4 syntax retry(ies), 1 fresh fill(s)")  # with its own 2 rounds
     plain = run_action(ConstantDenoiser("x"), SOURCE, data, InfillOptions(syntax_rounds=2))
     assert "syntax retr" not in plain.summary
 

@@ -203,7 +203,9 @@ async def test_progress_reports_denoising_steps(client: LanguageClient):
     fill = [r for r in reports if r.message.startswith("denoising step")]
     retries = reports[len(fill) :]  # a random model's fill may break the syntax: retried after
     assert fill and fill[0].message.startswith("denoising step 1/16")
-    assert all(re.match(r"syntax retry \d+: step \d+, \d+ masked", r.message) for r in retries)
+    retry = r"syntax retry \d+: step \d+, \d+ masked"  # then fresh fills, with their own retries:
+    fresh = r"fresh fill \d+: (denoising step \d+/\d+|syntax retry \d+: step \d+), \d+ masked"
+    assert all(re.fullmatch(retry, r.message) or re.fullmatch(fresh, r.message) for r in retries)
     percentages = [r.percentage for r in reports]
     assert percentages == sorted(percentages) and all(p <= 99 for p in percentages)
     assert done.kind == "end" and done.message == "done"

@@ -135,7 +135,8 @@ def test_the_speed_bench_compares_exact_and_cached_in_one_run(tmp_path, tiny_bac
     tiny_backend.model.save_pretrained(tmp_path)
     tiny_backend.tokenizer.save(tmp_path)
     argv = ["speed", "--model", str(tmp_path), "--threads", "1", "--steps", "4", "--cache-refresh", "4"]
-    args = bench.build_parser().parse_args([*argv, "--repeat", "1", "--syntax-rounds", "0"])
+    argv += ["--repeat", "1", "--syntax-rounds", "0", "--syntax-restarts", "0"]
+    args = bench.build_parser().parse_args(argv)
 
     results = bench.speed(args)
 

@@ -39,7 +39,7 @@ def run(
 ):
     """Fill `span` of SOURCE with an oracle that first commits `wrong_tokens` (old -> new)."""
     document = document_from_bytes(SOURCE.encode())
-    options = InfillOptions(sampler=NO_SELF_CORRECTION, **{"syntax_edits": 0, **options})  # retries only
+    options = InfillOptions(NO_SELF_CORRECTION, **{"syntax_edits": 0, "syntax_restarts": 0, **options})
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     [canvas] = plan_canvases(probe, SOURCE, [span], options)
     [slot] = canvas.slots
@@ -73,6 +73,24 @@ def test_a_fill_that_breaks_the_syntax_is_retried_on_the_broken_line_only(make_o
     assert steps[: len(steps) - len(retried)] == [step for step in steps if not step.retry]  # fill first
 
 
+def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_kept(
+    make_oracle, oracle_for_canvases
+):
+    span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
+    wrong = [("*", "-"), ("+", "=")]  # committed on the first fill only: the oracle learns after it
+    steps = []
+    fresh, _ = run(
+        make_oracle, oracle_for_canvases, span, wrong, lambda canvas, step: steps.append(step),
+        syntax_rounds=0, syntax_restarts=2,
+    )  # fmt: skip
+    # The whole fill was drawn again, line 2 too (a retry would have left its "-").
+    assert fresh.spans[0].new_text == "    y = x * 2\n    return y + 1"
+    assert fresh.stats.syntax_restarts == 1  # the first fresh fill parses: no second one
+    assert [step.restart for step in steps][:2] == [0, 0] and steps[-1].restart == 1
+    first = [step for step in steps if not step.restart]
+    assert fresh.stats.steps > len(first) and all(step.retry == 0 for step in steps)
+
+
 def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_broken(
     make_oracle, oracle_for_canvases
 ):
@@ -82,7 +100,7 @@ def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_b
     [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
     answer = probe.encode("    return y = = 1")  # the network insists on broken code
     oracle = oracle_for_canvases([(canvas, [answer])])
-    options = InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3, syntax_edits=0)  # retries only
+    options = InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3, syntax_edits=0, syntax_restarts=0)
     result = infill(oracle, document, [span], options)
     assert result.stats.syntax_rounds == 3
     assert result.spans[0].new_text == "    return y = = 1"
@@ -100,7 +118,7 @@ def test_in_a_broken_file_only_the_problems_that_touch_the_fill_are_retried(make
         return infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION, **options))
 
     assert fill("    return y + 1").stats.syntax_rounds == 0  # its own line is fine
-    stubborn = fill("    return y = = 1", syntax_rounds=2)  # its own line is broken: retried
+    stubborn = fill("    return y = = 1", syntax_rounds=2, syntax_restarts=0)  # its own line is broken
     assert stubborn.stats.syntax_rounds == 2
 
     answer = probe.encode("    return y + 1")
@@ -145,7 +163,8 @@ def test_tokens_on_the_problem_lines_are_the_ones_remasked(make_oracle, fill: st
 def test_the_tiny_model_runs_the_retries_and_leaves_the_rest_of_the_file(tiny_backend):
     document = document_from_bytes(SOURCE.encode())
     spans = [line_span(SOURCE, 2, 3)]
-    options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2, syntax_edits=0)
+    no_edits = {"syntax_edits": 0, "syntax_restarts": 0}
+    options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2, **no_edits)
     result = infill(tiny_backend, document, spans, options)
     assert result.stats.syntax_rounds <= 2
     assert result.stats.forward_passes <= 4 + 2 * 4
