@@ -30,7 +30,7 @@ class InfillOptions:
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.syntax_remask)
     syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.syntax_edits)
-    syntax_restarts: int = 2  # then fresh fills, each with its own retries and edits (infill.syntax_remask)
+    syntax_restarts: int = 1  # then fresh fills, each with its own retries and edits (infill.syntax_remask)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:

@@ -6,14 +6,14 @@ section of the client's configuration (``workspace/configuration``,
 
     {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package
      "steps": 32,                          # cap on denoising passes per fill; default: 16 for
-                                           # spans of one line or less, 32 for longer ones
+                                           # spans of one line or less, 128 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
      "alternatives": 3,                    # candidates of "fill selection (N alternatives)",
                                            # and inline completions (when temperature > 0)
      "contextLength": 256,                 # context window (canvas length); default: the model's
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "syntaxEdits": 6,                     # then parser-checked single-token edits
-     "syntaxRestarts": 2,                  # then fresh fills of a fill still broken
+     "syntaxRestarts": 1,                  # then fresh fills of a fill still broken
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out

@@ -274,4 +274,4 @@ def test_a_line_gets_the_short_step_cap_and_several_lines_the_long_one(tiny_back
     caps = []
     result = infill(tiny_backend, document, [span], options, lambda canvas, step: caps.append(step.cap))
     assert set(caps) == {cap}
-    assert result.stats.steps == cap  # commit_threshold 1: only the quota commits, so the cap is reached
+    assert result.stats.steps <= cap  # commit_threshold 1: the quota commits, one token a pass at least
