@@ -57,7 +57,7 @@ from infill.engine import InfillOptions, infill
 from infill.errors import InputError
 from infill.evalset import EvalFunction, load_functions
 from infill.repair import RepairOptions, repair
-from infill.sampler import SamplerConfig
+from infill.sampler import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
 from infill.spans import Span, line_span
 from infill.train.corpus import (
     HELDOUT_PACKAGES,
@@ -512,9 +512,16 @@ def run_quality(
     return results
 
 
+SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) does
+    "syntax_rounds": "retries of fills that break the file's syntax (0: none)",
+    "syntax_edits": "then parser-checked single-token edits of fills still broken (0: none)",
+    "syntax_restarts": "then fresh fills of fills still broken, each with its retries and edits (0: none)",
+}
+
+
 def syntax_options(args: argparse.Namespace) -> dict[str, int]:
-    """The InfillOptions fields of the syntax flags (--syntax-rounds, -edits, -restarts)."""
-    return {name: getattr(args, name) for name in ("syntax_rounds", "syntax_edits", "syntax_restarts")}
+    """The InfillOptions fields of the syntax flags."""
+    return {name: getattr(args, name) for name in SYNTAX_FLAGS}
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -646,32 +653,17 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = ",".join(KINDS)
     parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
     parser.add_argument("--steps", type=int, default=None,
-                        help="sampler step cap (default: 16 for spans of one line or less, "
-                        "32 for longer ones)")  # fmt: skip
+                        help=f"sampler step cap (default: {ONE_LINE_STEPS} for spans of one line or "
+                        f"less, {MULTI_LINE_STEPS} for longer ones)")  # fmt: skip
     parser.add_argument(
         "--cache-refresh",
         type=int,
         default=SamplerConfig.cache_refresh,
         help="full pass every N steps, span-only passes on cached context between (1: exact)",
     )
-    parser.add_argument(
-        "--syntax-rounds",
-        type=int,
-        default=InfillOptions.syntax_rounds,
-        help="retries of fills that break the file's syntax (0: none)",
-    )
-    parser.add_argument(
-        "--syntax-edits",
-        type=int,
-        default=InfillOptions.syntax_edits,
-        help="then parser-checked single-token edits of fills still broken (0: none)",
-    )
-    parser.add_argument(
-        "--syntax-restarts",
-        type=int,
-        default=InfillOptions.syntax_restarts,
-        help="then fresh fills of fills still broken, each with its retries and edits (0: none)",
-    )
+    for name, help_text in SYNTAX_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")
