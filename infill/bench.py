@@ -57,7 +57,7 @@ from infill.engine import InfillOptions, infill
 from infill.errors import InputError
 from infill.evalset import EvalFunction, load_functions
 from infill.repair import RepairOptions, repair
-from infill.sampler import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
+from infill.sampler import MULTI_LINE_STEPS, ONE_LINE_STEPS, ORDERS, SamplerConfig
 from infill.spans import Span, line_span
 from infill.train.corpus import (
     HELDOUT_PACKAGES,
@@ -495,14 +495,14 @@ def run_quality(
     if sources is None and any(k not in EXEC_KINDS for k in args.kinds):
         sources = heldout_sources()
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
-    config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh)
+    config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order)
     options = InfillOptions(config, **syntax_options(args))
     scores = evaluate(backend, tasks, options, args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
     results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
-               "cache_refresh": args.cache_refresh, **syntax_options(args), "table": table,
-               "tasks": [asdict(s) for s in scores]}  # fmt: skip
+               "cache_refresh": args.cache_refresh, "order": args.order, **syntax_options(args),
+               "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
     if args.plot:
         caps = [int(c) for c in args.plot_caps.split(",")]
         curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout, options)
@@ -661,6 +661,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=SamplerConfig.cache_refresh,
         help="full pass every N steps, span-only passes on cached context between (1: exact)",
     )
+    parser.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
+                        help="which masked positions a pass commits first")  # fmt: skip
     for name, help_text in SYNTAX_FLAGS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)

@@ -28,7 +28,15 @@ from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
 from infill.repair import RepairOptions, RepairResult, repair
-from infill.sampler import LENGTH_POLICIES, MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig, SampleStats, Step
+from infill.sampler import (
+    LENGTH_POLICIES,
+    MULTI_LINE_STEPS,
+    ONE_LINE_STEPS,
+    ORDERS,
+    SamplerConfig,
+    SampleStats,
+    Step,
+)
 from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
 EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -64,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,
                          help="how a span's length is decided: once, from the first pass (default), "
                          "free (nulls grow from the span's end), or given (the budget is the length)")
+    sampler.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
+                         help="which masked positions a step commits first, beyond those above the "
+                         "commit threshold: most probable token (default), widest margin over the "
+                         "runner-up, or first in the file")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
     sampler.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh, metavar="N",
@@ -113,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         sampler=SamplerConfig(
             steps=args.steps,
             length=args.length,
+            order=args.order,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
             cache_refresh=args.cache_refresh,

@@ -28,6 +28,7 @@ from infill.errors import Cancelled, InputError
 from infill.prediction import CanvasPredictor, allowed_softmax
 
 LENGTH_POLICIES = ("first-pass", "free", "given")
+ORDERS = ("confidence", "margin", "left-to-right")  # which masked positions a pass commits first
 ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
 MULTI_LINE_STEPS = 128  # ...and of spans of several lines: at least one token a pass, more when confident
 
@@ -45,6 +46,9 @@ class SamplerConfig:
     #   only the span positions are computed, on cached context keys/values (1: never cache)
     temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
     seed: int | None = None
+    order: str = "confidence"  # beyond the confident ones, a pass commits the masked positions
+    #   whose token is most probable ("confidence"), whose best token leads its runner-up most
+    #   ("margin"), or that come first in their span ("left-to-right": first on the canvas)
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.steps < 1:
@@ -54,6 +58,8 @@ class SamplerConfig:
         for name in ("commit_threshold", "remask_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+        if self.order not in ORDERS:
+            raise InputError(f"order must be one of {', '.join(ORDERS)} (got {self.order!r})")
         if self.length not in LENGTH_POLICIES:
             raise InputError(f"length must be one of {', '.join(LENGTH_POLICIES)} (got {self.length!r})")
         if self.cache_refresh < 1:
@@ -167,8 +173,10 @@ def sample(
             choices[..., denoiser.null_id] *= allowed[:, columns]
         picked = pick_tokens(choices, config.temperature, generator)  # (B, P)
         predicted = spread(picked, denoiser.mask_id)
-        predicted_p = spread(choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1), 0.0)
-        score = torch.where(masked, predicted_p, torch.tensor(-1.0))
+        picked_p = choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1)  # (B, P)
+        predicted_p = spread(picked_p, 0.0)
+        order = spread(order_score(choices, picked_p, config.order), 0.0)
+        score = torch.where(masked, order, torch.tensor(-1.0))
         quota = torch.ceil(masked.sum(1) / (config.steps - step)).long()  # (B,)
         rank = score.argsort(dim=1, descending=True).argsort(dim=1)
         commit = masked & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
@@ -195,6 +203,19 @@ def sample(
         cached_passes=passes - predict.full_passes,
     )
     return SampleResult(x, confidence, stats)
+
+
+def order_score(probs: torch.Tensor, picked_p: torch.Tensor, order: str) -> torch.Tensor:
+    """(B, P) in [0, 1], higher first: which of the P positions a pass commits (beyond the
+    confident ones) under `order` (see SamplerConfig); `picked_p`: the chosen tokens' probability."""
+    if order == "confidence":
+        return picked_p
+    if order == "margin":
+        top = probs.topk(2, dim=-1).values
+        return top[..., 0] - top[..., 1]
+    # left-to-right: the P positions are in canvas order, the first scores highest
+    steps = torch.arange(probs.size(1), 0, -1, dtype=probs.dtype) / probs.size(1)
+    return steps.expand(probs.shape[:-1])
 
 
 def at_columns(shape: torch.Size, columns: torch.Tensor, values: torch.Tensor, fill) -> torch.Tensor:

@@ -275,3 +275,21 @@ def test_a_line_gets_the_short_step_cap_and_several_lines_the_long_one(tiny_back
     result = infill(tiny_backend, document, [span], options, lambda canvas, step: caps.append(step.cap))
     assert set(caps) == {cap}
     assert result.stats.steps <= cap  # commit_threshold 1: the quota commits, one token a pass at least
+
+
+def test_left_to_right_order_reaches_the_sampler_and_fills_each_span_from_its_start(tiny_backend):
+    document = document_from_bytes(SOURCE.encode())
+    span = line_span(SOURCE, 4, 5)
+    # one token a pass (nothing reaches a threshold of 1), and no re-masking to reorder them
+    config = SamplerConfig(commit_threshold=1.0, remask_threshold=0.0, order="left-to-right")
+    committed = []
+
+    def on_step(canvas, step):
+        if step.index > 0 and step.committed.any():  # the first pass also commits the <null> padding
+            committed.append(step.committed[0].nonzero().flatten().tolist())
+
+    infill(tiny_backend, document, [span], InfillOptions(config, budget=12, **NO_SYNTAX_HELP), on_step)
+
+    positions = [p for step in committed for p in step]
+    assert all(len(step) == 1 for step in committed)
+    assert positions == sorted(positions) and len(positions) >= 2

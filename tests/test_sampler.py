@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infill.errors import Cancelled
+from infill.errors import Cancelled, InputError
 from infill.sampler import (
     MULTI_LINE_STEPS,
     ONE_LINE_STEPS,
     SamplerConfig,
     Step,
+    order_score,
     sample,
     step_cap,
     token_probabilities,
@@ -87,6 +88,40 @@ def test_commits_the_most_confident_positions_first(tiny_tokenizer, make_oracle)
     for index, step in enumerate(steps[:4]):
         assert set(step.committed[0].nonzero().flatten().tolist()) == set(order[4 * index : 4 * index + 4])
     assert torch.equal(result.ids[0], target)
+
+
+def test_left_to_right_order_commits_the_first_masked_positions_whatever_their_confidence(
+    tiny_tokenizer, make_oracle
+):
+    canvas, editable, target = problem(tiny_tokenizer, count=16)
+    confidence = torch.ones(canvas.shape[1])
+    shuffled = torch.randperm(16, generator=torch.Generator().manual_seed(3))
+    confidence[4:20] = 0.3 + 0.02 * shuffled  # distinct, all below the threshold
+    oracle = make_oracle(target, confidence=confidence)
+
+    result, steps = run(oracle, canvas, editable, steps=4, commit_threshold=0.9, order="left-to-right")
+
+    for index, step in enumerate(steps[:4]):
+        assert step.committed[0].nonzero().flatten().tolist() == list(range(4 + 4 * index, 8 + 4 * index))
+    assert torch.equal(result.ids[0], target)
+
+
+def test_margin_order_prefers_a_clear_winner_to_a_likelier_but_contested_token():
+    probs = torch.tensor([[[0.50, 0.45, 0.05], [0.45, 0.30, 0.25], [0.34, 0.33, 0.33]]])
+    picked_p = probs.max(-1).values
+
+    def ranked(order: str) -> list[int]:
+        return order_score(probs, picked_p, order)[0].argsort(descending=True).tolist()
+
+    assert ranked("confidence") == [0, 1, 2]
+    assert ranked("margin") == [1, 0, 2]
+    assert torch.allclose(order_score(probs, picked_p, "margin"), torch.tensor([[0.05, 0.15, 0.01]]))
+    assert ranked("left-to-right") == [0, 1, 2]
+
+
+def test_an_unknown_order_is_refused():
+    with pytest.raises(InputError, match="order must be one of"):
+        SamplerConfig(order="random")
 
 
 def test_every_position_above_the_threshold_is_committed_beyond_the_quota(tiny_tokenizer, make_oracle):
