@@ -515,7 +515,7 @@ def run_quality(
 SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) does
     "syntax_rounds": "retries of fills that break the file's syntax (0: none)",
     "syntax_edits": "then parser-checked single-token edits of fills still broken (0: none)",
-    "syntax_restarts": "then fresh fills of fills still broken, each with its retries and edits (0: none)",
+    "syntax_restarts": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
 }
 
 

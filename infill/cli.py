@@ -91,9 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "checked by the parser, and keep up to N that mend it (0: never; default "
                          "%(default)s)")
     sampler.add_argument("--syntax-restarts", type=int, default=InfillOptions.syntax_restarts, metavar="N",
-                         help="then fill a span that still breaks the syntax afresh (with its own retries "
-                         "and edits) up to N times, keeping the fill with fewest syntax errors (0: never; "
-                         "default %(default)s)")
+                         help="then fill a span of several lines that still breaks the syntax afresh (with "
+                         "its own retries and edits) up to N times, keeping the fill with fewest syntax "
+                         "errors (0: never; default %(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")

@@ -18,7 +18,7 @@ from infill.canvas import Canvas, build_canvas
 from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, sample, step_cap
+from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, one_line, sample, step_cap
 from infill.spans import Span, validate_spans
 from infill.syntax_remask import remask_syntax, slot_texts
 
@@ -30,7 +30,8 @@ class InfillOptions:
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.syntax_remask)
     syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.syntax_edits)
-    syntax_restarts: int = 1  # then fresh fills, each with its own retries and edits (infill.syntax_remask)
+    syntax_restarts: int = 1  # then fresh fills, each with its own retries and edits (infill.syntax_remask),
+    #   of spans of several lines only (single lines parse as often without them: README, Measuring)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -78,11 +79,13 @@ def infill(
         ids = torch.tensor([canvas.ids])
         editable = torch.tensor([canvas.editable()])
         step_hook = partial(on_step, canvas) if on_step else None
-        config = step_cap(options.sampler, [document.text[s.span.start : s.span.end] for s in canvas.slots])
+        texts = [document.text[s.span.start : s.span.end] for s in canvas.slots]
+        config = step_cap(options.sampler, texts)
+        restarts = 0 if one_line(texts) else options.syntax_restarts
         sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
         sampled = remask_syntax(
             denoiser, document, canvas, sampled, config, options.syntax_rounds, step_hook, cancelled,
-            edits=options.syntax_edits, restarts=options.syntax_restarts,
+            edits=options.syntax_edits, restarts=restarts,
         )  # fmt: skip
         totals.append(sampled.stats)
         for slot, new_text in zip(canvas.slots, slot_texts(denoiser, document, canvas, sampled.ids)):

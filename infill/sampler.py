@@ -76,8 +76,12 @@ def step_cap(config: SamplerConfig, span_texts: list[str]) -> SamplerConfig:
     at 128, where a pass commits one token unless more are confident: see README, Measuring.)"""
     if config.steps is not None:
         return config
-    one_line = all("\n" not in text and "\r" not in text for text in span_texts)
-    return replace(config, steps=ONE_LINE_STEPS if one_line else MULTI_LINE_STEPS)
+    return replace(config, steps=ONE_LINE_STEPS if one_line(span_texts) else MULTI_LINE_STEPS)
+
+
+def one_line(span_texts: list[str]) -> bool:
+    """Whether every span's current text is one line or less (an insertion point too)."""
+    return all("\n" not in text and "\r" not in text for text in span_texts)
 
 
 @dataclass

@@ -13,7 +13,7 @@ section of the client's configuration (``workspace/configuration``,
      "contextLength": 256,                 # context window (canvas length); default: the model's
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "syntaxEdits": 6,                     # then parser-checked single-token edits
-     "syntaxRestarts": 1,                  # then fresh fills of a fill still broken
+     "syntaxRestarts": 1,                  # then fresh fills of a multi-line fill still broken
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out

@@ -164,7 +164,10 @@ def test_a_fill_that_breaks_the_syntax_says_how_many_retries_it_had():
     retried = run_action(ConstantDenoiser(")"), SOURCE, data, options)
     assert retried.summary.endswith(", 2 syntax retry(ies)")  # ")))" never parses: both rounds run
     options = InfillOptions(syntax_rounds=2, syntax_restarts=1)
-    restarted = run_action(ConstantDenoiser(")"), SOURCE, data, options)
+    one_line = run_action(ConstantDenoiser(")"), SOURCE, data, options)
+    assert one_line.summary.endswith(", 2 syntax retry(ies)")  # fresh fills are for several lines
+    lines = ActionData(URI, 1, "selection", offset_of("sum(values)"), offset_of("len(values)"))
+    restarted = run_action(ConstantDenoiser(")"), SOURCE, lines, options)
     assert restarted.summary.endswith(", 4 syntax retry(ies), 1 fresh fill(s)")  # with its own 2 rounds
     plain = run_action(ConstantDenoiser("x"), SOURCE, data, InfillOptions(syntax_rounds=2))
     assert "syntax retr" not in plain.summary

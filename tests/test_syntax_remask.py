@@ -91,6 +91,17 @@ def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_k
     assert fresh.stats.steps > len(first) and all(step.retry == 0 for step in steps)
 
 
+def test_a_single_line_gets_no_fresh_fill(make_oracle, oracle_for_canvases):
+    span = line_span(SOURCE, 3, 3)
+    steps = []
+    kept, _ = run(
+        make_oracle, oracle_for_canvases, span, [("+", "=")], lambda canvas, step: steps.append(step),
+        syntax_rounds=0, syntax_restarts=2,
+    )  # fmt: skip
+    assert kept.spans[0].new_text == "    return y = 1"  # still broken: only a fresh fill would mend it
+    assert kept.stats.syntax_restarts == 0 and not any(step.restart for step in steps)
+
+
 def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_broken(
     make_oracle, oracle_for_canvases
 ):
