@@ -8,6 +8,7 @@ import random
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from infill.train.masking import (
     multi_span_example,
     span_example,
 )
+from infill.train.train import TrainConfig, batches
 
 MODULE = '''"""A module."""
 
@@ -183,6 +185,30 @@ def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_token
     backend = load_backend(export)
     assert backend.context_length == 64
     assert backend.model.embed.weight.dtype == torch.float32  # shipped as fp16, run as fp32
+
+
+def test_worker_processes_make_different_well_formed_batches_and_training_runs_on_them(
+    tmp_path, source_root, tiny_tokenizer
+):
+    run = tmp_path / "run"
+    build_corpus(run, roots=[source_root], near_duplicate_threshold=None)
+    tiny_tokenizer.save(run)
+    records = load_corpus(run / "corpus.jsonl.gz", split="train")
+    config = TrainConfig(out=run, corpus=run / "corpus.jsonl.gz", seq_len=64, batch_size=4, workers=2)
+    stream = batches(records, [1] * len(records), tiny_tokenizer, config, seed=7)
+    first, second = next(stream), next(stream)  # one from each worker
+    for batch in (first, second):
+        assert batch["input_ids"].shape == (4, 64) and batch["input_ids"].dtype == torch.long
+        assert (batch["input_ids"] == tiny_tokenizer.mask_id).any()
+    assert not torch.equal(first["input_ids"], second["input_ids"])
+    one_process = replace(config, workers=0)  # the same seed draws the same examples again
+    again = [next(batches(records, [1] * len(records), tiny_tokenizer, one_process, seed=7)) for _ in "ab"]
+    assert torch.equal(again[0]["input_ids"], again[1]["input_ids"])
+
+    common = ["--out", str(run), "--seq-len", "64", "--batch-size", "4", "--hidden", "32",
+              "--layers", "2", "--heads", "2"]  # fmt: skip
+    assert train_main(["model", *common, "--steps", "4", "--workers", "2"]) == 0
+    assert torch.load(run / "checkpoint" / "state.pt", weights_only=True)["step"] == 4
 
 
 def test_training_goes_on_from_an_exported_model(tmp_path, source_root, tiny_tokenizer):

@@ -70,6 +70,7 @@ def stage_model(args) -> None:
         lr=args.lr,
         minutes=args.minutes,
         threads=args.threads,
+        workers=args.workers,
         bf16=not args.fp32,
         init_from=args.init_from,
         model={"hidden_size": args.hidden, "num_layers": args.layers, "num_heads": args.heads},
@@ -204,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--minutes", type=float, default=None, help="wall-clock budget for this run")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="model: processes making training batches (0: the training process); "
+                        "on a GPU, enough that it never waits")  # fmt: skip
     parser.add_argument("--init-from", type=Path, default=None,
                         help="model: start from these weights (e.g. infill/default_model); --steps counts on")
     parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")
