@@ -41,6 +41,8 @@ class SamplerConfig:
     max_revisions: int = 2  # per position, so that sampling always converges
     length: str = "first-pass"  # how a span's length is decided: "first-pass", "free" (see below),
     #   or "given": every editable position is content, no <null> (e.g. re-denoising parts of a fill)
+    length_scale: float = 1.0  # "first-pass": a span keeps this times the length the model decides
+    #   (at least 1 position, at most its budget): fresh fills try other lengths (syntax_remask)
     nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
     cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
     #   only the span positions are computed, on cached context keys/values (1: never cache)
@@ -62,6 +64,8 @@ class SamplerConfig:
             raise InputError(f"order must be one of {', '.join(ORDERS)} (got {self.order!r})")
         if self.length not in LENGTH_POLICIES:
             raise InputError(f"length must be one of {', '.join(LENGTH_POLICIES)} (got {self.length!r})")
+        if self.length_scale <= 0:
+            raise InputError(f"length_scale must be above 0 (got {self.length_scale})")
         if self.cache_refresh < 1:
             raise InputError(f"cache_refresh must be at least 1 (got {self.cache_refresh})")
         if self.max_revisions < 0:
@@ -150,7 +154,7 @@ def sample(
         spread = partial(at_columns, x.shape, columns)  # (B, P) values -> (B, L)
         if decide_length and step == 0:
             null_p = spread(probs[..., denoiser.null_id], 0.0)
-            content = span_lengths(null_p, editable)
+            content = span_lengths(null_p, editable, config.length_scale)
             padding = editable & ~content
             x = torch.where(padding, torch.full_like(x, denoiser.null_id), x)
             confidence = torch.where(padding, null_p, confidence)
@@ -229,18 +233,21 @@ def at_columns(shape: torch.Size, columns: torch.Tensor, values: torch.Tensor, f
     return full
 
 
-def span_lengths(null_p: torch.Tensor, editable: torch.Tensor) -> torch.Tensor:
+def span_lengths(null_p: torch.Tensor, editable: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """(B, L) bool: the editable positions that hold a span's content; the rest is padding.
 
     Each span (a run of editable positions) keeps as many leading positions as, on the first pass
     (every position still masked), the model finds more likely content than <null>: the median
     length under the model, since padding runs from a span's end. Deciding the length once, up
     front, avoids the collapse a weak model shows when nulls may grow at any step: each committed
-    null makes its neighbour look like padding too, and the fill ends up a token or two long."""
+    null makes its neighbour look like padding too, and the fill ends up a token or two long.
+    `scale` != 1: that length times `scale`, rounded, at least 1 and at most the span's budget."""
     content = torch.zeros_like(editable)
     for row in range(editable.size(0)):
         for start, end in runs(editable[row]):
             length = int((null_p[row, start:end] < 0.5).sum())
+            if scale != 1:
+                length = max(1, min(end - start, round(length * scale)))
             content[row, start : start + length] = True
     return content
 

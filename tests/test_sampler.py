@@ -384,6 +384,27 @@ def test_first_pass_fixes_each_span_length_at_the_expected_count_of_content_toke
     assert torch.equal(ids[~editable[0]], canvas[0][~editable[0]])  # context untouched
 
 
+@pytest.mark.parametrize(("scale", "kept"), [(1.0, 6), (0.5, 3), (0.1, 1), (3.0, 12)])
+def test_length_scale_shortens_or_lengthens_the_decided_length_within_the_budget(
+    tiny_tokenizer, make_oracle, scale, kept
+):
+    null = tiny_tokenizer.null_id
+    canvas, editable, target = problem(tiny_tokenizer, length=20, start=4, count=12)
+    target[10:16] = null  # 6 content tokens, then padding
+    oracle = make_oracle(target)
+
+    result, _ = run(oracle, canvas, editable, steps=8, length_scale=scale)
+
+    ids = result.ids[0]
+    assert (ids[4 : 4 + kept] != null).all() and (ids[4 + kept : 16] == null).all()
+    assert not (result.ids == tiny_tokenizer.mask_id).any()
+
+
+def test_a_length_scale_of_zero_is_refused():
+    with pytest.raises(InputError, match="length_scale"):
+        SamplerConfig(length_scale=0)
+
+
 @pytest.mark.parametrize(
     ("texts", "cap"),
     [

@@ -14,14 +14,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from infill.canvas import Canvas
+from infill.canvas import Canvas, span_text
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
 from infill.engine import InfillOptions, infill, plan_canvases
 from infill.sampler import SamplerConfig, SampleResult, SampleStats
 from infill.spans import Span, line_span
 from infill.syntax import has_syntax_error, python_problems
-from infill.syntax_remask import filled_text, remask_syntax, tokens_to_remask
+from infill.syntax_remask import RESTART_LENGTHS, filled_text, remask_syntax, tokens_to_remask
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
@@ -83,8 +83,13 @@ def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_k
         make_oracle, oracle_for_canvases, span, wrong, lambda canvas, step: steps.append(step),
         syntax_rounds=0, syntax_restarts=2,
     )  # fmt: skip
-    # The whole fill was drawn again, line 2 too (a retry would have left its "-").
-    assert fresh.spans[0].new_text == "    y = x * 2\n    return y + 1"
+    # The whole fill was drawn again, line 2 too (a retry would have left its "-"), and at another
+    # length: the first fresh fill keeps RESTART_LENGTHS[0] of the length the first pass decided.
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    answer = probe.encode(SOURCE[span.start : span.end])
+    shorter = span_text(probe, answer[: round(RESTART_LENGTHS[0] * len(answer))])
+    assert RESTART_LENGTHS[0] != 1 and shorter.startswith("    y = x * 2\n    return")
+    assert fresh.spans[0].new_text == shorter
     assert fresh.stats.syntax_restarts == 1  # the first fresh fill parses: no second one
     assert [step.restart for step in steps][:2] == [0, 0] and steps[-1].restart == 1
     first = [step for step in steps if not step.restart]
