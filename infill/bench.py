@@ -251,8 +251,9 @@ def make_tasks(
     functions: tuple[EvalFunction, ...] | None = None,
 ) -> list[Task]:
     """`count` tasks per kind, chosen with a seeded generator per kind (adding a kind changes no
-    other kind's tasks). Exec kinds use each function of the set at most once, and mask a part
-    of that function (not of the helpers around it)."""
+    other kind's tasks), no span twice (a repeated task would count as two). Exec kinds use each
+    function of the set at most once, and mask a part of that function (not of the helpers
+    around it)."""
     tasks = []
     for kind in kinds:
         rng = random.Random(f"{seed}:{kind}")
@@ -264,11 +265,16 @@ def make_tasks(
             picks = pool if count >= len(pool) else rng.sample(pool, count)
         else:
             picks = ((*rng.choice(sources), None) for _ in range(count * 20)) if sources else iter(())
-        made = 0
+        made, chosen = 0, set()
         for path, text, region in picks:
             candidates = span_candidates(kind, text, region)
-            task = Task(kind, path, text, *rng.choice(candidates)) if candidates else None
-            if task is not None and kind == "fix":
+            if not candidates:
+                continue
+            task = Task(kind, path, text, *rng.choice(candidates))
+            if (path, task.start, task.end) in chosen:
+                continue
+            chosen.add((path, task.start, task.end))
+            if kind == "fix":
                 task = corrupted(task, rng)
             if task is not None:
                 tasks.append(task)

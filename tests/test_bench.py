@@ -111,6 +111,8 @@ def test_task_selection_is_seeded_and_per_kind():
         (t.path, t.start) for t in make_tasks(sources, ["body"], 5, seed=1)
     ]  # a kind's tasks do not depend on the other kinds asked for
     assert first != make_tasks(sources, kinds, 5, seed=2)
+    spans = [(t.kind, t.path, t.start, t.end) for t in make_tasks(sources, kinds, 20, seed=1)]
+    assert len(spans) == len(set(spans))  # no task twice, though 20 tasks from 2 files repeat draws
 
 
 def test_exec_tasks_mask_part_of_a_function_of_the_set_not_of_its_helpers():
