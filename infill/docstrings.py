@@ -206,8 +206,9 @@ def add_docstrings(
         return DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
     if options.budget is None:
         options = dataclasses.replace(options, budget=DOCSTRING_BUDGET)
-    # _keep_parsing mends a docstring's quotes: no token edits, no fresh fills
-    options = dataclasses.replace(options, syntax_edits=0, syntax_restarts=0)
+    # _keep_parsing mends a docstring's quotes: no token edits (and, at an insertion point, the
+    # engine gives no fresh fills)
+    options = dataclasses.replace(options, syntax_edits=0)
     if options.sampler.steps is None:  # an insertion point, but a docstring may take several lines
         sampler = dataclasses.replace(options.sampler, steps=MULTI_LINE_STEPS)
         options = dataclasses.replace(options, sampler=sampler)

@@ -6,8 +6,8 @@ ghost text: an ``InlineCompletionItem`` whose range is the cursor itself (nothin
 Ghost text is asked for as the user types, so it gets at most :data:`SYNTAX_ROUNDS` syntax
 retry and :data:`SYNTAX_EDITS` parser-checked token edits (the ``syntaxRounds`` and
 ``syntaxEdits`` settings still lower them; a fill action gets them all). Token edits nearly
-doubled its time (``infill-bench lsp --threads 2``: 140 -> 259 ms with 2 edits), so it gets none,
-and no fresh fills either (:data:`SYNTAX_RESTARTS`).
+doubled its time (``infill-bench lsp --threads 2``: 140 -> 259 ms with 2 edits), so it gets none.
+Nor does it get fresh fills: the engine gives none to an insertion point (``infill.engine``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 SYNTAX_ROUNDS = 1
 SYNTAX_EDITS = 0
-SYNTAX_RESTARTS = 0
 
 
 def inline_completions(
@@ -57,7 +56,6 @@ def inline_completions(
         options,
         syntax_rounds=min(options.syntax_rounds, SYNTAX_ROUNDS),
         syntax_edits=min(options.syntax_edits, SYNTAX_EDITS),
-        syntax_restarts=min(options.syntax_restarts, SYNTAX_RESTARTS),
     )
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
     span = Span(offset, offset, "cursor")
