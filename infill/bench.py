@@ -564,11 +564,11 @@ def speed(args: argparse.Namespace) -> dict:
     load_seconds = time.perf_counter() - started
     document = document_from_bytes(text.encode())
     variants = {
-        "exact": SamplerConfig(steps=args.steps, cache_refresh=1),
-        "cached": SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh),
+        "exact": SamplerConfig(steps=args.steps, cache_refresh=1, order=args.order),
+        "cached": SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order),
     }
     results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh,
-               **syntax_options(args)}  # fmt: skip
+               "order": args.order, **syntax_options(args)}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "speed.py"
         path.write_text(text)
@@ -585,7 +585,7 @@ def speed(args: argparse.Namespace) -> dict:
             command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
                        "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
                        "--syntax-edits", str(args.syntax_edits),
-                       "--syntax-restarts", str(args.syntax_restarts)]  # fmt: skip
+                       "--syntax-restarts", str(args.syntax_restarts), "--order", args.order]  # fmt: skip
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:
