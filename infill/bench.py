@@ -118,6 +118,7 @@ class Score:
     syntax_rounds: int = 0  # retries of a fill that broke the file's syntax (infill.syntax_remask)
     syntax_edits: int = 0  # parser-checked token edits made to it (infill.syntax_edits)
     syntax_restarts: int = 0  # fresh fills after the retries and edits left it broken
+    passes: int = 0  # the model's forward passes, all of them
 
 
 # --------------------------------------------------------------------------- sources and spans
@@ -385,7 +386,7 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
         task.kind, task.path, task.start, task.end, task.expected, produced, **judge(task, produced),
         passed=passed, steps=result.stats.steps, ms=1000 * result.stats.seconds, error=error,
         syntax_rounds=result.stats.syntax_rounds, syntax_edits=result.stats.syntax_edits,
-        syntax_restarts=result.stats.syntax_restarts,
+        syntax_restarts=result.stats.syntax_restarts, passes=result.stats.forward_passes,
     )  # fmt: skip
 
 
@@ -412,20 +413,30 @@ def summarize(scores: list[Score]) -> dict[str, dict]:
             "edited": statistics.mean(s.syntax_edits > 0 for s in rows),
             "restarted": statistics.mean(s.syntax_restarts > 0 for s in rows),
             "mean_ms": statistics.mean(s.ms for s in rows),
+            "p90_ms": percentile([s.ms for s in rows], 0.9),
+            "max_ms": max(s.ms for s in rows),
+            "mean_passes": statistics.mean(s.passes for s in rows),
+            "max_passes": max(s.passes for s in rows),
         }
     return table
 
 
+def percentile(values: list[float], share: float) -> float:
+    """The value that `share` of `values` are at most (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(share * len(ordered)) - 1))]
+
+
 def print_table(table: dict[str, dict]) -> None:
     header = ("kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "afresh")
-    header += ("steps", "ms")
-    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>6} {:>7}".format(*header))
+    header += ("steps", "ms", "p90 ms")
+    print("{:10} {:>5} {:>7} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>6} {:>7} {:>7}".format(*header))
     for kind, r in table.items():
         passed = "-" if r["pass_rate"] is None else f"{r['pass_rate']:.1%}"
         print(f"{kind:10} {r['tasks']:5d} {r['exact_match']:7.1%} {r['edit_similarity']:9.3f} "
               f"{r['parses']:7.1%} {passed:>7} {r['retried']:8.1%} {r['edited']:7.1%} {r['restarted']:7.1%} "
               f"{r['mean_steps']:6.1f} "
-              f"{r['mean_ms']:7.0f}")  # fmt: skip
+              f"{r['mean_ms']:7.0f} {r['p90_ms']:7.0f}")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- quality vs. step cap
@@ -522,12 +533,13 @@ SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) do
     "syntax_rounds": "retries of fills that break the file's syntax (0: none)",
     "syntax_edits": "then parser-checked single-token edits of fills still broken (0: none)",
     "syntax_restarts": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
+    "pass_budget": "no fresh fill starts once a fill has had this many forward passes (0: no bound)",
 }
 
 
-def syntax_options(args: argparse.Namespace) -> dict[str, int]:
+def syntax_options(args: argparse.Namespace) -> dict[str, int | None]:
     """The InfillOptions fields of the syntax flags."""
-    return {name: getattr(args, name) for name in SYNTAX_FLAGS}
+    return {name: getattr(args, name) for name in SYNTAX_FLAGS} | {"pass_budget": args.pass_budget or None}
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -586,6 +598,8 @@ def speed(args: argparse.Namespace) -> dict:
                        "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
                        "--syntax-edits", str(args.syntax_edits),
                        "--syntax-restarts", str(args.syntax_restarts), "--order", args.order]  # fmt: skip
+            if args.pass_budget is not None:
+                command += ["--pass-budget", str(args.pass_budget)]
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:

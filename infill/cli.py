@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="then fill a span of several lines that still breaks the syntax afresh (with "
                          "its own retries and edits) up to N times, keeping the fill with fewest syntax "
                          "errors (0: never; default %(default)s)")
+    sampler.add_argument("--pass-budget", type=int, default=InfillOptions.pass_budget, metavar="N",
+                         help="start no fresh fill once the fill has had N forward passes of the model "
+                         "(bounds the time a broken fill takes; 0: no bound; default %(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
@@ -136,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         syntax_rounds=args.syntax_rounds,
         syntax_edits=args.syntax_edits,
         syntax_restarts=args.syntax_restarts,
+        pass_budget=args.pass_budget or None,
     )
     repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
     if args.alternatives is not None:

@@ -30,8 +30,10 @@ class InfillOptions:
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.syntax_remask)
     syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.syntax_edits)
-    syntax_restarts: int = 1  # then fresh fills, each with its own retries and edits (infill.syntax_remask),
+    syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.syntax_remask),
     #   of spans of several lines only (single lines parse as often without them: README, Measuring)
+    pass_budget: int | None = 400  # no fresh fill starts once a canvas has had this many forward passes
+    #   (bounds a broken fill's time: about 10 s on two threads; None: no bound)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -41,6 +43,8 @@ class InfillOptions:
         for name in ("syntax_rounds", "syntax_edits", "syntax_restarts"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must be 0 or more (got {getattr(self, name)})")
+        if self.pass_budget is not None and self.pass_budget < 1:
+            raise InputError(f"pass_budget must be at least 1 (got {self.pass_budget})")
 
 
 @dataclass
@@ -85,7 +89,7 @@ def infill(
         sampled = sample(denoiser, ids, editable, config, step_hook, cancelled)
         sampled = remask_syntax(
             denoiser, document, canvas, sampled, config, options.syntax_rounds, step_hook, cancelled,
-            edits=options.syntax_edits, restarts=restarts,
+            edits=options.syntax_edits, restarts=restarts, pass_budget=options.pass_budget,
         )  # fmt: skip
         totals.append(sampled.stats)
         for slot, new_text in zip(canvas.slots, slot_texts(denoiser, document, canvas, sampled.ids)):

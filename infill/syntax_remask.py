@@ -7,9 +7,10 @@
         denoise those positions again, everything else fixed context, at a temperature
         keep the result if it leaves no more problems than before
     then single-token edits, each checked by the parser (infill.syntax_edits)
-    while a fill still breaks the syntax and restarts are left:
-        denoise the whole fill again from all-masked, at a temperature, shorter or longer than
-            the first fill, with its own retries and edits; keep it if it leaves fewer problems
+    while a fill still breaks the syntax, restarts are left and the pass budget is not spent:
+        denoise the whole fill again from all-masked, at a temperature, shorter than the first
+            fill and in another unmasking order by turns (FRESH_FILLS), with its own retries
+            and edits; keep it if it leaves fewer problems
 
 This is self-correction with the parser as the judge: a masked diffusion model can revise any
 token it committed, with context on both sides, so the broken part is re-drawn in place while
@@ -21,7 +22,12 @@ temperature 0 the model, asked the same question, would mostly say the same thin
 A fresh fill is also of another length: the first fill's was the model's median guess, and a
 fill that went wrong as a whole at that length often parses at another. (v2, 100 held-out blocks
 and 100 bodies, one fresh fill: its length x1.0 77/90% parse, x1.3 80/92%, x0.7 80/95%, x0.5
-78/97%; edit similarity the same: see README, Measuring.)
+78/97%; edit similarity the same: see README, Measuring.) Fresh fills that differ from each
+other mend more fills between them than draws alike: of 99 of 300 held-out blocks still broken
+after their retries and edits, each of 12 kinds of fresh fill mended 12-36 and all 12 together
+74 (docs/fresh_fill_kinds_blocks300.json). FRESH_FILLS was picked from them (left-to-right
+order mends other blocks than confidence order does; lengths x1.3 and x1.6 mended fewest), then
+measured on other blocks (README, Measuring).
 
 Problems are counted with infill.syntax.python_problems: tree-sitter's, else the one Python's
 own parser reports (tree-sitter misses bad indentation). In a file that parsed before the fill
@@ -51,8 +57,13 @@ from infill.syntax_edits import edit_tokens
 
 TEMPERATURE = 0.8  # sampling temperature of a retry
 RETRY_STEPS = 16  # step cap of a retry (at most the request's own cap)
-RESTART_SEED = 100  # restart k samples with seed (the request's seed or 0) + RESTART_SEED + k...
-RESTART_LENGTHS = (0.7, 1.3)  # ...and scales the length its first pass decides by these in turn
+RESTART_SEED = 100  # fresh fill k samples with seed (the request's seed or 0) + RESTART_SEED + k...
+FRESH_FILLS = (  # ...and, in turn, scales the length its first pass decides and unmasks in an order
+    (0.7, "confidence"),
+    (0.7, "left-to-right"),
+    (0.5, "confidence"),
+    (0.7, "confidence"),
+)
 
 
 def remask_syntax(
@@ -66,12 +77,14 @@ def remask_syntax(
     cancelled: Callable[[], bool] | None = None,
     edits: int = 0,
     restarts: int = 0,
+    pass_budget: int | None = None,
 ) -> SampleResult:
     """Up to `rounds` retries of the fills of each row of `sampled` (B, L), a filled `canvas` of
     `document` (rows: e.g. alternatives; the rows that need a retry are retried as one batch),
     then up to `edits` parser-checked single-token edits of each row still broken
     (infill.syntax_edits), then up to `restarts` fresh fills of the rows still broken, each
-    with its own rounds and edits.
+    with its own rounds and edits (FRESH_FILLS in turn). No fresh fill starts once the forward
+    passes made so far, `sampled`'s included, reach `pass_budget` (None: no limit).
 
     Returns the ids to keep with their confidence, and `sampled.stats` merged with those of the
     rounds run (each counts one `syntax_rounds`; its `revisions` include the re-masked tokens),
@@ -140,12 +153,13 @@ def remask_syntax(
         )  # fmt: skip
     for restart in range(restarts):
         broken = [r for r in rows if problems[r]]
-        if not broken:
+        passes = sum(stats.forward_passes for stats in [sampled.stats, *done])
+        if not broken or (pass_budget is not None and passes >= pass_budget):
             break
         seed = (config.seed or 0) + RESTART_SEED + restart
         hook = None if on_step is None else partial(_as_restart, on_step, restart + 1)
-        scale = RESTART_LENGTHS[restart % len(RESTART_LENGTHS)]
-        afresh = replace(config, temperature=TEMPERATURE, seed=seed, length_scale=scale)
+        scale, order = FRESH_FILLS[restart % len(FRESH_FILLS)]
+        afresh = replace(config, temperature=TEMPERATURE, seed=seed, length_scale=scale, order=order)
         fresh = sample(denoiser, ids[broken], slots.expand(len(broken), -1), afresh, hook, cancelled)
         fresh = remask_syntax(denoiser, document, canvas, fresh, config, rounds, hook, cancelled, edits)
         done.append(replace(fresh.stats, tokens=0, syntax_restarts=1))

@@ -13,7 +13,8 @@ section of the client's configuration (``workspace/configuration``,
      "contextLength": 256,                 # context window (canvas length); default: the model's
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "syntaxEdits": 6,                     # then parser-checked single-token edits
-     "syntaxRestarts": 1,                  # then fresh fills of a multi-line fill still broken
+     "syntaxRestarts": 4,                  # then fresh fills of a multi-line fill still broken...
+     "passBudget": 400,                    # ...while it has had fewer forward passes (0: no bound)
      "threads": 2}                         # CPU threads for torch; default: torch's choice
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
@@ -46,6 +47,7 @@ class Settings:
     syntax_rounds: int | None = None
     syntax_edits: int | None = None
     syntax_restarts: int | None = None
+    pass_budget: int | None = None
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -64,6 +66,8 @@ class Settings:
             options.syntax_edits = self.syntax_edits
         if self.syntax_restarts is not None:
             options.syntax_restarts = self.syntax_restarts
+        if self.pass_budget is not None:
+            options.pass_budget = self.pass_budget or None  # 0: no bound
         return options
 
     def needs_reload(self, other: Settings) -> bool:
@@ -86,6 +90,7 @@ _KEYS = {
     "syntaxRounds": ("syntax_rounds", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "syntaxRestarts": ("syntax_restarts", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "passBudget": ("pass_budget", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
 }
 
 

@@ -12,7 +12,17 @@ import re
 import pytest
 
 from infill import bench
-from infill.bench import Score, Task, judge, make_tasks, normalized, run_program, span_candidates, summarize
+from infill.bench import (
+    Score,
+    Task,
+    judge,
+    make_tasks,
+    normalized,
+    percentile,
+    run_program,
+    span_candidates,
+    summarize,
+)
 from infill.engine import InfillOptions
 from infill.evalset import MODULES, load_functions
 
@@ -166,7 +176,8 @@ def test_similarity_and_parses_on_hand_made_fills():
 def test_summary_averages_per_kind():
     def score(kind, exact, similarity, parses, passed, steps, rounds=0, edits=0, restarts=0):
         return Score(kind, "p", 0, 1, "x", "y", exact, similarity, parses, passed, steps, ms=10.0 * steps,
-                     syntax_rounds=rounds, syntax_edits=edits, syntax_restarts=restarts)  # fmt: skip
+                     syntax_rounds=rounds, syntax_edits=edits, syntax_restarts=restarts,
+                     passes=steps + rounds)  # fmt: skip
 
     table = summarize([
         score("line", True, 1.0, True, None, 2),
@@ -177,9 +188,16 @@ def test_summary_averages_per_kind():
     assert list(table) == ["line", "exec-body"]
     assert table["line"] == {"tasks": 2, "exact_match": 0.5, "edit_similarity": 0.75, "parses": 0.5,
                              "pass_rate": None, "mean_steps": 3, "retried": 0.5, "edited": 0.5,
-                             "restarted": 0.5, "mean_ms": 30.0}  # fmt: skip
+                             "restarted": 0.5, "mean_ms": 30.0, "p90_ms": 40.0, "max_ms": 40.0,
+                             "mean_passes": 4.5, "max_passes": 7}  # fmt: skip
     assert table["exec-body"]["pass_rate"] == 0.5
     assert table["exec-body"]["edit_similarity"] == 0.5
+
+
+def test_percentile_is_the_nearest_rank():
+    values = [float(v) for v in range(1, 11)]  # 1..10
+    assert (percentile(values, 0.9), percentile(values, 0.5), percentile(values, 1.0)) == (9.0, 5.0, 10.0)
+    assert percentile([3.0], 0.9) == 3.0 and percentile(values, 0.0) == 1.0
 
 
 def test_a_fix_task_swaps_one_code_token_for_another_of_the_same_file():
@@ -243,7 +261,7 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
 
     printed = capsys.readouterr().out
     header = ["kind", "tasks", "exact", "edit-sim", "parses", "pass", "retried", "edited", "afresh"]
-    header += ["steps", "ms"]
+    header += ["steps", "ms", "p90", "ms"]
     assert printed.splitlines()[0].split() == header
     results = json.loads(out.read_text())
     assert list(results["table"]) == list(bench.KINDS)

@@ -121,6 +121,7 @@ def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
         (b"", ["--lines", "1"], "empty"),
         (SOURCE.encode(), [], "--lines"),
         (SOURCE.encode(), ["--node", "function:nothing_here"], "nothing_here"),
+        (SOURCE.encode(), ["--lines", "3-6", "--pass-budget", "-1"], "pass_budget"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(tmp_path, capsys, content, args, message):

@@ -19,6 +19,12 @@ def test_recognised_options():
     assert parse_settings({"syntaxRounds": -1})[1] == [
         "initializationOptions.syntaxRounds should be an integer >= 0, got -1: ignored"
     ]
+    assert parse_settings({"passBudget": 50})[0].infill_options().pass_budget == 50
+    assert parse_settings({"passBudget": 0})[0].infill_options().pass_budget is None  # no bound
+    assert parse_settings({})[0].infill_options().pass_budget == InfillOptions().pass_budget
+    assert parse_settings({"passBudget": -1})[1] == [
+        "initializationOptions.passBudget should be an integer >= 0, got -1: ignored"
+    ]
 
 
 def test_missing_options_keep_the_engine_defaults():

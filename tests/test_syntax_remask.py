@@ -14,14 +14,16 @@ from dataclasses import replace
 import pytest
 import torch
 
+import infill.syntax_remask as syntax_remask
 from infill.canvas import Canvas, span_text
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
 from infill.engine import InfillOptions, infill, plan_canvases
+from infill.errors import InputError
 from infill.sampler import SamplerConfig, SampleResult, SampleStats
 from infill.spans import Span, line_span
 from infill.syntax import has_syntax_error, python_problems
-from infill.syntax_remask import RESTART_LENGTHS, filled_text, remask_syntax, tokens_to_remask
+from infill.syntax_remask import FRESH_FILLS, filled_text, remask_syntax, tokens_to_remask
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
@@ -84,16 +86,53 @@ def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_k
         syntax_rounds=0, syntax_restarts=2,
     )  # fmt: skip
     # The whole fill was drawn again, line 2 too (a retry would have left its "-"), and at another
-    # length: the first fresh fill keeps RESTART_LENGTHS[0] of the length the first pass decided.
+    # length: the first fresh fill keeps FRESH_FILLS[0]'s share of the length the first pass decided.
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     answer = probe.encode(SOURCE[span.start : span.end])
-    shorter = span_text(probe, answer[: round(RESTART_LENGTHS[0] * len(answer))])
-    assert RESTART_LENGTHS[0] != 1 and shorter.startswith("    y = x * 2\n    return")
+    scale, _ = FRESH_FILLS[0]
+    shorter = span_text(probe, answer[: round(scale * len(answer))])
+    assert scale != 1 and shorter.startswith("    y = x * 2\n    return")
     assert fresh.spans[0].new_text == shorter
     assert fresh.stats.syntax_restarts == 1  # the first fresh fill parses: no second one
     assert [step.restart for step in steps][:2] == [0, 0] and steps[-1].restart == 1
     first = [step for step in steps if not step.restart]
     assert fresh.stats.steps > len(first) and all(step.retry == 0 for step in steps)
+
+
+def test_fresh_fills_follow_the_schedule_until_the_pass_budget_is_spent(
+    make_oracle, oracle_for_canvases, monkeypatch
+):
+    document = document_from_bytes(SOURCE.encode())
+    span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
+    answer = probe.encode("    y = = x * 2\n    return y")  # broken code, shortened or not
+    configs = []  # each fresh fill's sampler settings, recorded on the way to the real sampler
+
+    def recording(denoiser, ids, editable, config, *args):
+        configs.append(config)
+        return real_sample(denoiser, ids, editable, config, *args)
+
+    real_sample = syntax_remask.sample
+    monkeypatch.setattr(syntax_remask, "sample", recording)
+
+    def fill(**options):
+        configs.clear()
+        oracle = oracle_for_canvases([(canvas, [answer])])
+        options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=0, **options)
+        return infill(oracle, document, [span], options)
+
+    first = fill(syntax_restarts=0).stats.forward_passes
+    unbounded = fill(syntax_restarts=len(FRESH_FILLS) + 1)
+    assert unbounded.stats.syntax_restarts == len(FRESH_FILLS) + 1  # every one still broken
+    schedule = [*FRESH_FILLS, FRESH_FILLS[0]]  # in turn, then round again
+    assert [(c.length_scale, c.order) for c in configs] == schedule
+    assert len({c.seed for c in configs}) == len(configs)  # each a new draw
+
+    assert fill(syntax_restarts=3, pass_budget=first).stats.syntax_restarts == 0
+    assert fill(syntax_restarts=3, pass_budget=first + 1).stats.syntax_restarts == 1  # starts under it
+    with pytest.raises(InputError, match="pass_budget"):
+        InfillOptions(pass_budget=0)
 
 
 def test_a_single_line_gets_no_fresh_fill(make_oracle, oracle_for_canvases):
