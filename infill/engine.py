@@ -33,7 +33,7 @@ class InfillOptions:
     syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.syntax_remask),
     #   of spans of several lines only (single lines parse as often without them: README, Measuring)
     pass_budget: int | None = 400  # no fresh fill starts once a canvas has had this many forward passes
-    #   (bounds a broken fill's time: about 10 s on two threads; None: no bound)
+    #   (bounds a broken fill's time: about 11 s at worst on two threads; None: no bound)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
