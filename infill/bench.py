@@ -539,7 +539,9 @@ SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) do
 
 def syntax_options(args: argparse.Namespace) -> dict[str, int | None]:
     """The InfillOptions fields of the syntax flags."""
-    return {name: getattr(args, name) for name in SYNTAX_FLAGS} | {"pass_budget": args.pass_budget or None}
+    options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
+    options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
+    return options
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -597,9 +599,8 @@ def speed(args: argparse.Namespace) -> dict:
             command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
                        "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
                        "--syntax-edits", str(args.syntax_edits),
-                       "--syntax-restarts", str(args.syntax_restarts), "--order", args.order]  # fmt: skip
-            if args.pass_budget is not None:
-                command += ["--pass-budget", str(args.pass_budget)]
+                       "--syntax-restarts", str(args.syntax_restarts), "--pass-budget", str(args.pass_budget),
+                       "--order", args.order]  # fmt: skip
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:
