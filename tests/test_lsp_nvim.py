@@ -4,8 +4,9 @@ The script loads the plugin in editors/nvim, which starts infill-lsp (with a tin
 for the Python buffer; it lists code actions for a range, resolves "fill selection", applies the
 workspace edit and writes the file. The file must change only inside the selection.
 
-Neovim must be installed (.ci/run installs Debian's `neovim`): without it this test fails, it
-does not skip, so that a missing install step cannot hide.
+Neovim must be installed (`apt-get install -y neovim`; .ci/run does): without it these tests
+skip with a loud reason, or fail when CI is set, so that a missing install step in CI cannot
+hide (tests/external.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
+from external import require_program
 from lsp_support import contrarian_model_dir, tiny_model_dir
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -43,6 +44,15 @@ LINES = [
 ]
 
 
+NVIM_INSTALL = "apt-get install -y neovim"
+
+
+@pytest.fixture
+def nvim() -> str:
+    """The nvim program (skips, or fails when CI is set, if it is missing)."""
+    return require_program("nvim", install=NVIM_INSTALL)
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> pathlib.Path:
     return tiny_model_dir(tmp_path_factory)
@@ -54,10 +64,8 @@ def contrarian_model(tmp_path_factory) -> pathlib.Path:
 
 
 def run_nvim(
-    tmp_path: pathlib.Path, env: dict[str, str], timeout: float = 180
+    nvim: str, tmp_path: pathlib.Path, env: dict[str, str], timeout: float = 180
 ) -> subprocess.CompletedProcess:
-    nvim = shutil.which("nvim")
-    assert nvim is not None, "nvim is not installed: apt-get install -y neovim (.ci/run does)"
     for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
         env[name] = str(tmp_path / name.lower())
     command = [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n"]
@@ -67,15 +75,13 @@ def run_nvim(
     )
 
 
-def test_nvim_is_debians_0_7_or_later():
-    nvim = shutil.which("nvim")
-    assert nvim is not None, "nvim is not installed: apt-get install -y neovim (.ci/run does)"
+def test_nvim_is_debians_0_7_or_later(nvim):
     version = subprocess.run([nvim, "--version"], capture_output=True, text=True, check=True).stdout
     major, minor = (int(part) for part in version.split()[1].lstrip("v").split(".")[:2])
     assert (major, minor) >= (0, 7)
 
 
-def run_action(tmp_path, model, lines: list[str], first: int, last: int, mode: str = "fill"):
+def run_action(nvim, tmp_path, model, lines: list[str], first: int, last: int, mode: str = "fill"):
     """Write ``lines`` to a .py file, let nvim run the ``mode`` action for lines first..last
     (0-based, whole lines); return the script's report and the original and written bytes."""
     source = tmp_path / "example.py"
@@ -92,7 +98,7 @@ def run_action(tmp_path, model, lines: list[str], first: int, last: int, mode: s
         "INFILL_REPORT": str(report_path),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    done = run_nvim(tmp_path, env)
+    done = run_nvim(nvim, tmp_path, env)
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     assert done.returncode == 0, (done.returncode, report, done.stderr.decode(errors="replace")[-2000:])
     return report, original, source.read_bytes()
@@ -107,9 +113,9 @@ def assert_changed_only_inside(lines: list[str], first: int, last: int, original
     assert written != original  # the edit was applied (a random model does not write the same)
 
 
-def test_nvim_fills_a_selection_through_code_action_resolve(tmp_path, tiny_model):
+def test_nvim_fills_a_selection_through_code_action_resolve(nvim, tmp_path, tiny_model):
     first, last = 10, 11  # the body of mean()
-    report, original, written = run_action(tmp_path, tiny_model, LINES, first, last)
+    report, original, written = run_action(nvim, tmp_path, tiny_model, LINES, first, last)
     assert report["ok"] and report["steps"] == ["initialized", "listed", "resolved", "written"]
     assert report["offset_encoding"] == "utf-16"
     assert report["titles"][0] == "Infill: fill selection"
@@ -117,11 +123,11 @@ def test_nvim_fills_a_selection_through_code_action_resolve(tmp_path, tiny_model
     assert_changed_only_inside(LINES, first, last, original, written)
 
 
-def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(tmp_path, contrarian_model):
+def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(nvim, tmp_path, contrarian_model):
     broken = list(LINES)
     broken[10] = "    total = = sum(values)"
     # The quick fix repairs (re-predicts unlikely tokens): a model that disbelieves them all.
-    report, original, written = run_action(tmp_path, contrarian_model, broken, 10, 10, mode="fix")
+    report, original, written = run_action(nvim, tmp_path, contrarian_model, broken, 10, 10, mode="fix")
     assert report["steps"] == ["initialized", "diagnostics", "listed", "resolved", "written"]
     [published] = report["published"]
     assert published["source"] == "infill" and published["message"] == 'syntax error: unexpected "="'
