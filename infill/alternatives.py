@@ -25,6 +25,7 @@ from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
 from infill.engine import InfillOptions, plan_canvases
 from infill.errors import InputError
+from infill.line_shape import keep_line_shape
 from infill.sampler import SampleStats, Step, sample, step_cap
 from infill.spans import Span, validate_spans
 from infill.syntax import python_problems
@@ -85,7 +86,8 @@ def alternatives(
     scores = sampled.confidence[:, where].clamp_min(1e-12).log().mean(1).tolist()
     best: dict[str, Candidate] = {}
     for row in range(n):
-        new_text = document.adapt_newlines(span_text(denoiser, sampled.ids[row, where].tolist()))
+        written = document.adapt_newlines(span_text(denoiser, sampled.ids[row, where].tolist()))
+        new_text = keep_line_shape(document.text, span.start, span.end, written, document.newline)
         known = best.get(new_text)
         if known is None:
             edit = minimal_edit(document.text, span.start, span.end, new_text)

@@ -33,6 +33,7 @@ from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
 from infill.engine import InfillOptions, plan_canvases
 from infill.errors import Cancelled, InputError
+from infill.line_shape import keep_line_shape
 from infill.sampler import (
     SamplerConfig,
     SampleResult,
@@ -245,7 +246,11 @@ def repair_span(
         whole = document.adapt_newlines(written(0, slot.length))
         edits = [edit for edit in [minimal_edit(document.text, span.start, span.end, whole)] if edit]
     shifted = [TextEdit(e.start - span.start, e.end - span.start, e.new_text) for e in edits]
-    return SpanRepair(span, apply_edits(original, shifted), edits, tokens)
+    new_text = apply_edits(original, shifted)
+    shaped = keep_line_shape(document.text, span.start, span.end, new_text, document.newline)
+    if shaped != new_text:  # a flagged line break at the span's edge was replaced: keep the line shape
+        edits = [edit for edit in [minimal_edit(document.text, span.start, span.end, shaped)] if edit]
+    return SpanRepair(span, shaped, edits, tokens)
 
 
 def runs(flagged: list[int], clean: list[bool]) -> list[tuple[int, int]]:

@@ -51,6 +51,7 @@ from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot, span_text
 from infill.document import Document
 from infill.errors import Cancelled
+from infill.line_shape import shape_with_shift
 from infill.sampler import SamplerConfig, SampleResult, SampleStats, Step, merge_stats, sample
 from infill.syntax import SyntaxProblem, overlaps, python_problems
 from infill.syntax_edits import edit_tokens
@@ -181,10 +182,14 @@ def _as_restart(on_step: Callable[[Step], None], restart: int, step: Step) -> No
 def slot_texts(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> list[str]:
     """Each slot's fill as text, in the document's line endings."""
     row = ids[0].tolist()
-    return [
-        document.adapt_newlines(span_text(denoiser, row[slot.start : slot.start + slot.length]))
-        for slot in canvas.slots
-    ]
+    return [_slot_text(denoiser, document, slot, row)[0] for slot in canvas.slots]
+
+
+def _slot_text(denoiser: Denoiser, document: Document, slot: Slot, row: list[int]) -> tuple[str, int]:
+    """One slot's fill in the document's line endings and the span's line shape
+    (`infill.line_shape`), and how far the shape moved the decoded text."""
+    decoded = document.adapt_newlines(span_text(denoiser, row[slot.start : slot.start + slot.length]))
+    return shape_with_shift(document.text, slot.span.start, slot.span.end, decoded, document.newline)
 
 
 def filled_text(denoiser: Denoiser, document: Document, canvas: Canvas, ids: torch.Tensor) -> str:
@@ -246,8 +251,9 @@ def tokens_to_remask(
 
 def _token_offsets(denoiser: Denoiser, document: Document, slot: Slot, row: list[int]):
     """(canvas position, (start, end) in the fill's text) of each content token of the slot."""
+    shift = _slot_text(denoiser, document, slot, row)[1]  # the line shape may move the text
     lengths = [
-        len(document.adapt_newlines(span_text(denoiser, row[slot.start : i])))
+        max(0, len(document.adapt_newlines(span_text(denoiser, row[slot.start : i]))) + shift)
         for i in range(slot.start, slot.start + slot.length + 1)
     ]  # text length up to each position (decoded once)
     for i in range(slot.start, slot.start + slot.length):
