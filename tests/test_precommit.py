@@ -1,0 +1,168 @@
+"""The pre-commit docstring hook: `infill-docstrings` (infill/docstrings_hook.py), run by the real
+`pre-commit` package in a temporary git repository, as a commit runs it.
+
+The hook is configured as docs/pre-commit.md's `repo: local` / `language: system` recipe, pointing
+at this venv's `infill-docstrings` (a `language: python` hook would pip-install torch into an
+environment of its own), with a tiny random model so that the test is quick. The rest runs the
+command itself: several files per call, unreadable and unparsable files left untouched.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+from external import require_program
+from lsp_support import tiny_model_dir
+
+from infill.docstrings import missing_docstrings
+from infill.docstrings_hook import EXIT_CHANGED, EXIT_INPUT, EXIT_OK, main
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ENTRY = pathlib.Path(sys.executable).parent / "infill-docstrings"
+
+MODULE = textwrap.dedent(
+    '''\
+    import math
+
+
+    def area(radius):
+        return math.pi * radius ** 2
+
+
+    class Circle:
+        """A circle."""
+
+        def __init__(self, radius):
+            self.radius = radius
+
+        def scaled(self, factor):
+            return Circle(self.radius * factor)
+    '''
+)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> pathlib.Path:
+    return tiny_model_dir(tmp_path_factory)
+
+
+@pytest.fixture
+def git() -> str:
+    return require_program("git", install="apt-get install -y git")
+
+
+def hook_config(model: pathlib.Path, args: list[str] = ()) -> str:
+    entry = f"{ENTRY} --model {model} --threads 1"
+    hook = {
+        "id": "infill-docstrings",
+        "name": "infill docstrings",
+        "entry": entry,
+        "language": "system",
+        "types": ["python"],
+        "require_serial": True,
+        "exclude": "^vendored/",
+        "args": list(args),
+    }
+    return yaml.safe_dump({"repos": [{"repo": "local", "hooks": [hook]}]})
+
+
+def run(command: list[str], cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_pre_commit_hook_fails_once_then_passes(tmp_path, git, tiny):
+    assert ENTRY.exists(), f"{ENTRY} is missing: pip install -e '.[test]'"
+    repo = tmp_path / "repo"
+    (repo / "vendored").mkdir(parents=True)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "HOME": str(tmp_path)}
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.com")  # fmt: skip
+    run([git, "init", "-q", "-b", "main"], repo, env)
+    (repo / "shapes.py").write_text(MODULE)
+    (repo / "vendored" / "lib.py").write_text(MODULE)  # excluded by the hook's `exclude`
+    pre_commit = [sys.executable, "-m", "pre_commit"]
+
+    # --check (as hook args) reports and changes nothing.
+    (repo / ".pre-commit-config.yaml").write_text(hook_config(tiny, ["--check"]))
+    run([git, "add", "-A"], repo, env)
+    checked = run([*pre_commit, "run"], repo, env)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "would add" in checked.stdout and "shapes.py" in checked.stdout
+    assert (repo / "shapes.py").read_text() == MODULE
+
+    # A commit with the hook installed: fails once with the files changed ...
+    (repo / ".pre-commit-config.yaml").write_text(hook_config(tiny))
+    installed = run([*pre_commit, "install"], repo, env)
+    assert installed.returncode == 0, installed.stderr
+    run([git, "add", "-A"], repo, env)
+    first = run([git, "commit", "-q", "-m", "shapes"], repo, env)
+    assert first.returncode != 0, "the first commit should fail: the hook changed files"
+    output = first.stdout + first.stderr
+    assert "Failed" in output and "files were modified by this hook" in output, output
+    written = (repo / "shapes.py").read_text()
+    assert written != MODULE
+    ast.parse(written)  # the file still parses
+    assert len(missing_docstrings(written)) < len(missing_docstrings(MODULE))
+    assert written.startswith("import math\n") and written.endswith("Circle(self.radius * factor)\n")
+    assert (repo / "vendored" / "lib.py").read_text() == MODULE  # excluded: untouched
+
+    # ... and once the changes are reviewed and staged, the second commit passes.
+    run([git, "add", "-A"], repo, env)
+    second = run([git, "commit", "-q", "-m", "shapes"], repo, env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (repo / "shapes.py").read_text() == written
+    log = run([git, "log", "--oneline"], repo, env).stdout
+    assert len(log.splitlines()) == 1
+
+
+def test_several_files_per_call_bad_ones_left_untouched(tmp_path, tiny, capsys):
+    good, other = tmp_path / "good.py", tmp_path / "other.py"
+    good.write_text(MODULE)
+    other.write_text(MODULE.replace("area", "volume"))
+    broken = tmp_path / "broken.py"
+    broken.write_bytes(b"def f(:\n    return 1\n")
+    latin = tmp_path / "latin1.py"
+    latin.write_bytes("def caf\xe9():\n    return 1\n".encode("latin-1"))
+    binary = tmp_path / "binary.py"
+    binary.write_bytes(b"\x00\x01def g():\n    pass\n")
+    bad = {path: path.read_bytes() for path in (broken, latin, binary)}
+    files = [str(p) for p in (good, broken, latin, binary, other)]
+
+    assert main(["--check", "--model", str(tiny), *files]) == EXIT_INPUT  # unreadable files: 2
+    assert good.read_text() == MODULE and other.read_text() == MODULE.replace("area", "volume")
+    assert main(["--check", "--model", str(tiny), str(good)]) == EXIT_CHANGED
+    assert good.read_text() == MODULE
+
+    capsys.readouterr()
+    assert main(["--model", str(tiny), *files]) == EXIT_INPUT
+    out, err = capsys.readouterr()
+    assert f"{broken}:1: syntax error" in err and "left untouched" in err
+    assert f"{latin}: not valid UTF-8" in err and "binary" in err
+    assert {path: path.read_bytes() for path in bad} == bad  # untouched
+    for path in (good, other):  # both processed in the one call
+        assert path.read_text() != MODULE
+        ast.parse(path.read_text())
+        assert f"{path}: added" in out
+    assert main(["--model", str(tiny), str(good), str(other)]) == EXIT_OK  # nothing left to add
+
+
+def test_no_missing_docstring_needs_no_model(tmp_path):
+    done = tmp_path / "done.py"
+    done.write_text('def f():\n    """Done."""\n')
+    assert main(["--model", str(tmp_path / "no-model-here"), str(done)]) == EXIT_OK
+    assert main(["--check", "--model", str(tmp_path / "no-model-here"), str(done)]) == EXIT_OK
+
+
+def test_the_hook_is_declared_for_pre_commit():
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "infill-docstrings" and hook["entry"] == "infill-docstrings"
+    assert hook["language"] == "python" and hook["types"] == ["python"]
+    scripts = (ROOT / "pyproject.toml").read_text()
+    assert 'infill-docstrings = "infill.docstrings_hook:main"' in scripts
