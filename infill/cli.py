@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 
 from infill.alternatives import MAX_CANDIDATES, Candidate, alternatives
-from infill.backend import load_backend
 from infill.canvas import Canvas
 from infill.docstrings import DocstringResult, add_docstrings, missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
+from infill.models import load
 from infill.repair import RepairOptions, RepairResult, repair
 from infill.sampler import (
     LENGTH_POLICIES,
@@ -100,9 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
-    sampler.add_argument("--model", type=Path, default=None,
-                         help="model directory (default: the model shipped with infill)")
-    sampler.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", type=Path, default=None, metavar="DIR",
+                       help="checkpoint folder: Dream, Dream-Coder, DiffuCoder, DreamOn, LLaDA, Open-dCoder "
+                       "or infill's own (default: the model shipped with infill; see docs/models.md)")
+    model.add_argument("--device", default="auto", help="cuda, mps, cpu or auto (default: the first of "
+                       "those available)")
+    model.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                       help="weights' precision (auto: bfloat16 on a GPU, float32 on the CPU)")
+    model.add_argument("--trust-remote-code", action="store_true",
+                       help="run the modeling code shipped beside the checkpoint instead of infill's own "
+                       "implementation (it is never run without this flag)")
+    model.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
     out = parser.add_argument_group("output")
     mode = out.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="apply the edits to the file (atomic)")
@@ -159,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
             empty = DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
-    backend = load_backend(args.model, threads=args.threads)
+    backend = load(args.model, args.device, args.dtype, threads=args.threads,
+                   trust_remote_code=args.trust_remote_code)
     show = StepPrinter(backend) if args.show_steps else None
 
     if args.alternatives is not None:

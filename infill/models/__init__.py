@@ -1,0 +1,118 @@
+"""Model families behind the engine's `Denoiser` interface, and `load`, which picks one.
+
+    load(path)  reads path/config.json and dispatches on its `model_type`:
+        "Dream"            -> infill.models.dream  (Dream-v0, Dream-Coder, DiffuCoder, DreamOn)
+        "qwen2" + a mask token in its tokenizer files -> infill.models.dream (Open-dCoder)
+        "llada"            -> infill.models.llada  (LLaDA-8B)
+        "infill-diffusion" -> infill.models.native (this project's own model; path None: the
+                              one shipped in the package)
+
+Every family runs on the project's own implementation (`infill.models.decoder`). The Python files
+published beside a checkpoint (its "remote code") are never imported, unless the caller opts in
+with `trust_remote_code=True`: then the checkpoint's own modeling code computes the logits
+(through transformers' AutoModel), under the same family conventions, without the context cache.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from infill.errors import ModelError
+from infill.models.base import CachingDenoiser, Denoiser
+
+__all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "load", "pick_device", "pick_dtype"]
+
+SUPPORTED = (
+    "Dream (Dream-v0, Dream-Coder-v0, DiffuCoder, DreamOn), llada (LLaDA), qwen2 with a mask token "
+    "(Open-dCoder), infill-diffusion (this project's)"
+)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load(
+    path: str | Path | None = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    *,
+    threads: int | None = None,
+    trust_remote_code: bool = False,
+) -> Denoiser:
+    """The denoiser for a checkpoint folder (None: the model shipped with infill). `device`:
+    "cuda", "mps", "cpu" or None/"auto" (the first available, in that order); `dtype`: "float32",
+    "bfloat16", "float16" or None/"auto" (bfloat16 on a GPU, float32 on the CPU). ModelError
+    when the folder cannot be loaded; nothing is changed then."""
+    if threads:
+        torch.set_num_threads(threads)
+    device = pick_device(device)
+    native_dtype = pick_dtype(dtype, torch.device("cpu"))  # the small shipped model: float32 unless asked
+    dtype = pick_dtype(dtype, device)
+    from infill.models import native
+
+    if path is None:
+        return native.load_backend(None, device=device, dtype=native_dtype)
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise ModelError(f"no model folder at {directory}")
+    config = read_config(directory)
+    model_type = config.get("model_type")
+    if model_type == "infill-diffusion":
+        return native.load_backend(directory, device=device, dtype=native_dtype)
+    if model_type not in ("Dream", "llada", "qwen2"):
+        raise ModelError(
+            f"{directory / 'config.json'} has model_type {model_type!r}, which infill cannot run; "
+            f"supported: {SUPPORTED}"
+        )
+    if trust_remote_code:
+        from infill.models.remote import load_remote
+
+        return load_remote(directory, config, device, dtype)
+    if model_type == "llada":
+        from infill.models import llada
+
+        return llada.load(directory, config, device, dtype)
+    from infill.models import dream
+
+    return dream.load(directory, config, device, dtype)
+
+
+def read_config(directory: Path) -> dict:
+    path = directory / "config.json"
+    if not path.is_file():
+        raise ModelError(f"no config.json in {directory}: not a model folder")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ModelError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise ModelError(f"{path} is not a JSON object")
+    return config
+
+
+def pick_device(device: str | torch.device | None) -> torch.device:
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ModelError(f"unknown device {device!r} (cuda, mps, cpu or auto)") from error
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available.get(device.type, False):
+        raise ModelError(f"device {device} is not available on this machine")
+    return device
+
+
+def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    if dtype is None or dtype == "auto":
+        return torch.float32 if device.type == "cpu" else torch.bfloat16
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r} ({', '.join(DTYPES)} or auto)")
+    return DTYPES[dtype]

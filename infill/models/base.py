@@ -1,0 +1,41 @@
+"""The interface the engine talks to: a `Denoiser` maps a canvas of token ids to logits and can
+encode and decode text. The sampler and the engine use nothing else, so every model family
+(`infill.models.native`, `.dream`, `.llada`) plugs in by implementing this Protocol.
+
+Optional attributes a family may add (read with getattr): `expand_id` (DreamOn's `<|expand|>`,
+None elsewhere) and `recommended` (its authors' sampler settings, a plain dict).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class Denoiser(Protocol):
+    mask_id: int
+    null_id: int | None  # None: the model has no null token (spans are then filled exactly)
+    special_ids: frozenset[int]  # never generated (mask, padding, ...; not null)
+    context_length: int
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, L) -> logits (B, L, vocab); bidirectional: every position sees the whole canvas."""
+        ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def token_text(self, token_id: int) -> str: ...
+
+
+class CachingDenoiser(Denoiser, Protocol):
+    """A denoiser that can compute a few positions of a canvas, reusing the keys and values of the
+    rest from its last full pass (the optional speed path; see `infill.prediction`)."""
+
+    def new_cache(self) -> object: ...
+
+    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
+        """ids (B, L), positions (P,) -> logits (B, P, vocab)."""
+        ...

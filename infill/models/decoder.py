@@ -1,0 +1,193 @@
+"""A bidirectional decoder of the Qwen2 / Llama shape, in one file: the network behind the Dream
+family, Open-dCoder and LLaDA (each family maps its own weight names onto this module's).
+
+    ids -> embedding (x embed_scale)
+        -> layers: x + attention(norm(x)), then x + mlp(norm(x))
+           attention: grouped-query (num_kv_heads <= num_heads), optional q/k/v biases, rotary
+                      positions (rotate-half layout), NO causal mask: every position sees all
+           mlp: down(silu(gate(x)) * up(x))  (SwiGLU)
+        -> final RMSNorm -> output layer (its own weights, or the embedding's when tied) x logit_scale
+
+Row i of the output is what the network computes at position i. Whether that predicts the token
+at i (LLaDA) or at i + 1 (Dream, Open-dCoder: the shift) is the family's business
+(`infill.models.denoiser`).
+
+The speed path (`logits_at(..., cache, refresh=False)`): only the given positions are computed;
+their queries attend to the keys and values of the whole canvas, taken from the cache of the
+last full pass except at those positions, which are refreshed (Fast-dLLM's "dual cache", as in
+`infill.model.InfillModel.cached_logits`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from infill.model import LayerCache
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    vocab_size: int  # rows of the embedding and the output layer
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rope_theta: float
+    norm_eps: float
+    qkv_bias: bool  # Qwen2 / Dream: biases on q, k, v (not on o); LLaDA: none
+    tied_head: bool  # the output layer reuses the embedding matrix
+    embed_scale: float = 1.0  # LLaDA's input_emb_norm multiplies embeddings by sqrt(d_model)
+    logit_scale: float = 1.0  # LLaDA's scale_logits multiplies logits by 1/sqrt(d_model)
+
+    @property
+    def parameters(self) -> int:
+        """How many numbers the weights hold (for the memory estimate printed before loading)."""
+        d, kv = self.hidden_size, self.num_kv_heads * self.head_dim
+        q = self.num_heads * self.head_dim
+        attention = d * q + 2 * d * kv + q * d + (q + 2 * kv if self.qkv_bias else 0)
+        layer = attention + 3 * d * self.intermediate_size + 2 * d
+        head = 0 if self.tied_head else self.vocab_size * d
+        return self.vocab_size * d + self.num_layers * layer + d + head
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, the normalisation computed in float32 (as Qwen2's and LLaDA's are)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape (len(positions), head_dim) in float32 (each angle twice: rotate-half layout)."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim)
+    angles = torch.outer(positions.float(), inv_freq)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary positions on x (B, H, L, D): pairs (i, i + D/2) turned by their angle."""
+    x1, x2 = x.chunk(2, dim=-1)
+    turned = torch.cat([-x2, x1], dim=-1)
+    return (x.float() * cos + turned.float() * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, c: DecoderConfig):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
+        self.q = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=c.qkv_bias)
+        self.k = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
+        self.v = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
+        self.o = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, x, cos, sin, cache: LayerCache | None = None, positions: torch.Tensor | None = None):
+        """x (B, L, hidden) -> (B, L, hidden). With `cache` and `positions` (the canvas positions x
+        holds), keys and values of every other position come from the cache, which then holds the
+        fresh ones of `positions`; with `cache` alone (a full pass), the cache is filled."""
+        B, L, _ = x.shape
+        q = self.q(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if cache is not None:
+            if positions is None:
+                cache.keys, cache.values = k, v
+            else:
+                cache.keys[:, :, positions], cache.values[:, :, positions] = k, v
+                k, v = cache.keys, cache.values
+        grouped = self.num_kv_heads != self.num_heads
+        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=grouped)  # no mask: bidirectional
+        return self.o(y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, c: DecoderConfig):
+        super().__init__()
+        self.gate = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, c: DecoderConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.attn = Attention(c)
+        self.mlp_norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.mlp = MLP(c)
+
+    def forward(self, x, cos, sin, cache=None, positions=None):
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Decoder(nn.Module):
+    """ids (B, L) -> logits (B, L, vocab), every position attending to every other."""
+
+    def __init__(self, c: DecoderConfig):
+        super().__init__()
+        self.config = c
+        self.embed = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
+        self.norm = RMSNorm(c.hidden_size, c.norm_eps)
+        self.head = None if c.tied_head else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+
+    def output(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(x)
+        weight = self.embed.weight if self.head is None else self.head.weight
+        logits = F.linear(x, weight)
+        return logits * self.config.logit_scale if self.config.logit_scale != 1.0 else logits
+
+    def embedding(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        return x * self.config.embed_scale if self.config.embed_scale != 1.0 else x
+
+    def tables(self, positions: torch.Tensor):
+        return rotary_tables(positions, self.config.head_dim, self.config.rope_theta)
+
+    @torch.no_grad()
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        cos, sin = self.tables(positions)
+        x = self.embedding(ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.output(x)
+
+    def new_cache(self) -> list[LayerCache]:
+        return [LayerCache() for _ in self.layers]
+
+    @torch.no_grad()
+    def logits_at(
+        self, ids: torch.Tensor, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+    ) -> torch.Tensor:
+        """Logits (B, P, vocab) at `positions` (P,) only. `refresh`: one pass over the whole canvas
+        that also fills `cache`; otherwise only `positions` are computed, on the cached context."""
+        if refresh:
+            cos, sin = self.tables(torch.arange(ids.shape[1], device=ids.device))
+            x = self.embedding(ids)
+            for layer, layer_cache in zip(self.layers, cache):
+                x = layer(x, cos, sin, layer_cache)
+            return self.output(x[:, positions])
+        cos, sin = self.tables(positions)
+        x = self.embedding(ids[:, positions])
+        for layer, layer_cache in zip(self.layers, cache):
+            x = layer(x, cos, sin, layer_cache, positions)
+        return self.output(x)

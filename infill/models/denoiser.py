@@ -1,0 +1,88 @@
+"""A published checkpoint behind the engine's `Denoiser` interface: network + tokenizer + the
+family's conventions (which token masks, which one pads, whether predictions are shifted).
+
+The shift: Dream-family models and Open-dCoder were trained from autoregressive models and kept
+their habit of predicting the NEXT token: the network's output at position i-1 is the prediction
+for the token at i. The engine wants row i to predict the token at i, so a shifted family's rows
+are moved one down (row 0 keeps the network's row 0, as the authors' samplers do).
+
+Tensors cross the interface on the CPU in float32; the network runs on its own device and dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from infill.models.decoder import Decoder
+from infill.models.vocabulary import CheckpointTokenizer
+
+CONTEXT_CAP = 2048  # canvas tokens: these models accept far more, but each pass costs with the canvas
+
+
+@dataclass(eq=False)
+class CheckpointDenoiser:
+    family: str  # "Dream", "DreamOn", "Open-dCoder", "LLaDA", ...
+    network: torch.nn.Module  # ids (B, L) -> logits (B, L, vocab)
+    tokenizer: CheckpointTokenizer
+    mask_id: int
+    null_id: int | None  # the end-of-text token these models pad with: dropped on decoding
+    special_ids: frozenset[int]  # every added/special token but the null, and ids with no token
+    context_length: int
+    shift: bool  # the network's row i predicts the token at i + 1
+    device: torch.device
+    expand_id: int | None = None  # DreamOn's <|expand|> (in special_ids until a sampler handles it)
+    recommended: dict = field(default_factory=dict)  # the authors' sampler settings (see the family)
+
+    @torch.no_grad()
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.network(ids.to(self.device))
+        if self.shift:
+            out = torch.cat([out[:, :1], out[:, :-1]], dim=1)
+        return out.float().cpu()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def token_text(self, token_id: int) -> str:
+        text = self.tokenizer.tokenizer.id_to_token(token_id)
+        if text is None or token_id in self.special_ids or token_id == self.null_id:
+            return text or f"<{token_id}>"
+        return self.decode([token_id])
+
+
+@dataclass(eq=False)
+class CachingCheckpointDenoiser(CheckpointDenoiser):
+    """With the project's own network (`Decoder`): span-only passes on cached context."""
+
+    network: Decoder
+
+    def new_cache(self) -> list:
+        return self.network.new_cache()
+
+    @torch.no_grad()
+    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
+        """Logits (B, P, vocab) for the tokens AT `positions`. Shifted: computed at the positions
+        before them too (one more per span), as the network's row i-1 predicts the token at i."""
+        ids = ids.to(self.device)
+        if not self.shift:
+            return self.network.logits_at(ids, positions.to(self.device), cache, refresh).float().cpu()
+        source = (positions - 1).clamp(min=0)
+        needed = torch.unique(torch.cat([positions, source]))  # sorted
+        out = self.network.logits_at(ids, needed.to(self.device), cache, refresh)
+        rows = torch.searchsorted(needed, source).to(self.device)
+        return out[:, rows].float().cpu()
+
+
+def unusable_ids(tokenizer: CheckpointTokenizer, vocab_size: int, null_id: int | None) -> frozenset[int]:
+    """Ids the model must never write: every added token (mask, chat markers, FIM markers, padding
+    ...) except the null, and the rows of the output layer that no token has (padding of the
+    embedding table to a round size)."""
+    ruled_out = set(tokenizer.added.values())
+    ruled_out |= set(range(vocab_size)) - tokenizer.known_ids()
+    ruled_out.discard(null_id)
+    return frozenset(i for i in ruled_out if 0 <= i < vocab_size)

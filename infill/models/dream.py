@@ -1,0 +1,149 @@
+"""The Dream family (Dream-v0, Dream-Coder-v0, DiffuCoder, DreamOn; config.json `model_type`
+"Dream") and Open-dCoder (`model_type` "qwen2" with a mask token in its tokenizer files).
+
+All of them are Qwen2 networks (grouped-query attention, biases on q/k/v, RoPE, RMSNorm, SwiGLU)
+trained as masked-diffusion models: attention is bidirectional and the output at position i-1
+predicts the token at i (the shift, applied in `infill.models.denoiser`). Weight names are
+Qwen2's (`model.layers.N.self_attn.q_proj.weight`, ...); the output layer is `lm_head` unless
+`tie_word_embeddings`. Sources: DreamLM/Dream `eval/eval.py` and the checkpoints' own
+configuration_dream.py / modeling_dream.py (read, never run); pengzhangzhi/Open-dLLM
+`veomni/models/transformers/qwen2/generation_utils.py` for Open-dCoder.
+
+Tokens: `<|mask|>` masks (Dream family; Open-dCoder: the `mask_token` its tokenizer files
+declare), `<|endoftext|>` pads an answer and is the engine's null here, DreamOn's `<|expand|>`
+asks for one more position.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from infill.errors import ModelError
+from infill.models.decoder import Decoder, DecoderConfig
+from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusable_ids
+from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
+from infill.models.weights import build_empty, load_weights, memory_note, weight_files
+
+MASK, END_OF_TEXT, EXPAND = "<|mask|>", "<|endoftext|>", "<|expand|>"
+
+# The authors' sampler settings (not wired into the sampler here; `recommended` on the denoiser).
+DREAM_RECOMMENDED = {  # DreamLM/Dream README, diffusion_generate example
+    "alg": "entropy", "temperature": 0.2, "top_p": 0.95, "steps": "one per new token",
+}  # fmt: skip
+DREAMON_RECOMMENDED = {  # DreamLM/DreamOn eval/generator.py evaluation settings
+    "alg": "entropy", "temperature": 0.2, "top_p": 0.9, "steps": 256, "initial_masks": 4, "max_length": 64,
+}  # fmt: skip
+OPEN_DCODER_RECOMMENDED = {  # pengzhangzhi/Open-dLLM eval/eval_infill (README infilling command)
+    "alg": "p2", "temperature": 0.6, "top_p": 0.95, "steps": 64,
+}  # fmt: skip
+
+
+def network_config(config: dict) -> DecoderConfig:
+    """A Qwen2-shaped config.json -> the decoder's config; ModelError for what it cannot run."""
+    try:
+        hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        rope = config.get("rope_parameters") or {}  # transformers 5 writes rope_theta in here
+        scaling = config.get("rope_scaling") or (
+            rope if rope.get("rope_type", "default") != "default" else None
+        )
+        if scaling:
+            raise ModelError(f"RoPE scaling {scaling} is not supported")
+        if config.get("use_sliding_window"):
+            raise ModelError("sliding-window attention (use_sliding_window) is not supported")
+        if config.get("hidden_act", "silu") != "silu":
+            raise ModelError(f"activation {config['hidden_act']!r} is not supported (silu only)")
+        return DecoderConfig(
+            vocab_size=int(config["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(config["intermediate_size"]),
+            num_layers=int(config["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(config.get("num_key_value_heads") or heads),
+            head_dim=int(config.get("head_dim") or hidden // heads),
+            rope_theta=float(config.get("rope_theta") or rope.get("rope_theta") or 10000.0),
+            norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            qkv_bias=True,
+            tied_head=bool(config.get("tie_word_embeddings", False)),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ModelError(f"config.json lacks or mangles a Qwen2 setting: {error!r}") from error
+
+
+def weight_names(c: DecoderConfig) -> dict[str, str]:
+    """Checkpoint tensor name -> `Decoder` parameter name."""
+    names = {"model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight"}
+    if not c.tied_head:
+        names["lm_head.weight"] = "head.weight"
+    for i in range(c.num_layers):
+        ours, theirs = f"layers.{i}.", f"model.layers.{i}."
+        names[theirs + "input_layernorm.weight"] = ours + "attn_norm.weight"
+        names[theirs + "post_attention_layernorm.weight"] = ours + "mlp_norm.weight"
+        for proj in "qkvo":
+            names[f"{theirs}self_attn.{proj}_proj.weight"] = f"{ours}attn.{proj}.weight"
+        for proj in "qkv":
+            names[f"{theirs}self_attn.{proj}_proj.bias"] = f"{ours}attn.{proj}.bias"
+        for proj in ("gate", "up", "down"):
+            names[f"{theirs}mlp.{proj}_proj.weight"] = f"{ours}mlp.{proj}.weight"
+    return names
+
+
+def ignorable(c: DecoderConfig):
+    """Tensors a checkpoint may carry that the network does not use."""
+    return lambda name: name.endswith("rotary_emb.inv_freq") or (c.tied_head and name == "lm_head.weight")
+
+
+def declared_mask(tokenizer: CheckpointTokenizer) -> str | None:
+    """The mask token an Open-dCoder-style checkpoint declares (None: an ordinary Qwen2 model)."""
+    return tokenizer.declared.get("mask_token")
+
+
+def token_id(tokenizer: CheckpointTokenizer, text: str, directory: Path, role: str) -> int:
+    found = tokenizer.token_id(text)
+    if found is None:
+        raise ModelError(f"the tokenizer in {directory} has no {text!r} ({role})")
+    return found
+
+
+def conventions(directory: Path, config: dict) -> dict:
+    """The family's tokens and habits: everything of the denoiser but the network."""
+    tokenizer = load_tokenizer(directory)
+    open_dcoder = config.get("model_type") == "qwen2"
+    mask_text = declared_mask(tokenizer) if open_dcoder else MASK
+    if mask_text is None:
+        raise ModelError(f"{directory} is a Qwen2 checkpoint without a mask token: an autoregressive model")
+    mask_id = token_id(tokenizer, mask_text, directory, "the mask token")
+    if config.get("mask_token_id") is not None and int(config["mask_token_id"]) != mask_id:
+        raise ModelError(
+            f"config.json says mask_token_id {config['mask_token_id']}, but the tokenizer has "
+            f"{mask_text!r} at {mask_id}"
+        )
+    null_id = token_id(tokenizer, END_OF_TEXT, directory, "end-of-text, the padding")
+    expand_id = tokenizer.token_id(EXPAND)
+    family = "Open-dCoder" if open_dcoder else "DreamOn" if expand_id is not None else "Dream"
+    recommended = {"Open-dCoder": OPEN_DCODER_RECOMMENDED, "DreamOn": DREAMON_RECOMMENDED}
+    return dict(
+        family=family,
+        tokenizer=tokenizer,
+        mask_id=mask_id,
+        null_id=null_id,
+        special_ids=unusable_ids(tokenizer, int(config.get("vocab_size") or 0), null_id) | {mask_id},
+        context_length=min(int(config.get("max_position_embeddings") or CONTEXT_CAP), CONTEXT_CAP),
+        shift=True,
+        expand_id=expand_id,
+        recommended=dict(recommended.get(family, DREAM_RECOMMENDED)),
+    )
+
+
+def load(
+    directory: Path, config: dict, device: torch.device, dtype: torch.dtype
+) -> CachingCheckpointDenoiser:
+    c = network_config(config)
+    files = weight_files(directory)
+    family = conventions(directory, config)
+    print(memory_note(f"{family['family']} from {directory}", c.parameters, dtype, device), file=sys.stderr)
+    network = build_empty(lambda: Decoder(c), device, dtype)
+    load_weights(network, files, weight_names(c), ignorable(c))
+    return CachingCheckpointDenoiser(network=network, device=device, **family)
