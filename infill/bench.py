@@ -512,14 +512,15 @@ def run_quality(
     if sources is None and any(k not in EXEC_KINDS for k in args.kinds):
         sources = heldout_sources()
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
-    config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order)
+    rules = rule_options(args)
+    config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order, **rules)
     options = InfillOptions(config, **syntax_options(args))
     scores = evaluate(backend, tasks, options, args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
     results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
-               "cache_refresh": args.cache_refresh, "order": args.order, **syntax_options(args),
-               "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
+               "cache_refresh": args.cache_refresh, "order": args.order, **rule_options(args),
+               **syntax_options(args), "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
     if args.plot:
         caps = [int(c) for c in args.plot_caps.split(",")]
         curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout, options)
@@ -542,6 +543,11 @@ def syntax_options(args: argparse.Namespace) -> dict[str, int | None]:
     options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
     options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
     return options
+
+
+def rule_options(args: argparse.Namespace) -> dict[str, float | int | None]:
+    """The SamplerConfig fields of the unmasking flags (--block-length, --top-p, --top-k)."""
+    return {name: getattr(args, name) for name in ("block_length", "top_p", "top_k")}
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -578,11 +584,13 @@ def speed(args: argparse.Namespace) -> dict:
     load_seconds = time.perf_counter() - started
     document = document_from_bytes(text.encode())
     variants = {
-        "exact": SamplerConfig(steps=args.steps, cache_refresh=1, order=args.order),
-        "cached": SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order),
+        "exact": SamplerConfig(steps=args.steps, cache_refresh=1, order=args.order, **rule_options(args)),
+        "cached": SamplerConfig(
+            steps=args.steps, cache_refresh=args.cache_refresh, order=args.order, **rule_options(args)
+        ),
     }
     results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh,
-               "order": args.order, **syntax_options(args)}  # fmt: skip
+               "order": args.order, **rule_options(args), **syntax_options(args)}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "speed.py"
         path.write_text(text)
@@ -601,6 +609,9 @@ def speed(args: argparse.Namespace) -> dict:
                        "--syntax-edits", str(args.syntax_edits),
                        "--syntax-restarts", str(args.syntax_restarts), "--pass-budget", str(args.pass_budget),
                        "--order", args.order]  # fmt: skip
+            for name, value in rule_options(args).items():
+                if value is not None:
+                    command += ["--" + name.replace("_", "-"), str(value)]
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:
@@ -683,7 +694,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="full pass every N steps, span-only passes on cached context between (1: exact)",
     )
     parser.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
-                        help="which masked positions a pass commits first")  # fmt: skip
+                        help="the unmasking rule: which masked positions a pass commits first")  # fmt: skip
+    parser.add_argument("--block-length", type=int, default=None, metavar="N",
+                        help="decode spans in blocks of N positions, left to right")  # fmt: skip
+    parser.add_argument("--top-p", type=float, default=None, help="sample from the top-p tokens")
+    parser.add_argument("--top-k", type=int, default=None, help="sample from the top-k tokens")
     for name, help_text in SYNTAX_FLAGS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)

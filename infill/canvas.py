@@ -58,12 +58,15 @@ def build_canvas(
     denoiser: Denoiser,
     text: str,
     spans: Sequence[Span],
-    budget: int | None = None,
+    budget: int | Sequence[int] | None = None,
     context_length: int | None = None,
     *,
     keep_text: bool = False,
 ) -> Canvas:
     """Lay out `text` with `spans` (sorted, non-overlapping) masked; cut to the context window.
+
+    `budget`: masked positions for every span, or one number per span, or None: each span's
+    `default_budget`.
 
     With `keep_text` each slot holds the span's own tokens instead of masks (its length is their
     count, `budget` is unused): the canvas on which the fix mode scores existing code.
@@ -75,12 +78,13 @@ def build_canvas(
 
     ids: list[int] = list(segments[0])
     slots: list[Slot] = []
-    for span, original, segment in zip(spans, originals, segments[1:]):
+    budgets = budget if isinstance(budget, Sequence) else [budget] * len(spans)
+    for span, original, segment, given in zip(spans, originals, segments[1:], budgets, strict=True):
         if keep_text:
             slots.append(Slot(span, len(ids), len(original)))
             ids += original + segment
             continue
-        length = budget if budget is not None else default_budget(len(original), context_length)
+        length = given if given is not None else default_budget(len(original), context_length)
         slots.append(Slot(span, len(ids), length))
         ids += [denoiser.mask_id] * length + segment
     return window(Canvas(ids, slots), context_length)

@@ -73,9 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
                          help="how a span's length is decided: once, from the first pass (default), "
                          "free (nulls grow from the span's end), or given (the budget is the length)")
     sampler.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
-                         help="which masked positions a step commits first, beyond those above the "
-                         "commit threshold: most probable token (default), widest margin over the "
-                         "runner-up, or first in the file")
+                         help="the unmasking rule: which masked positions a step commits first, beyond "
+                         "those above the commit threshold: most probable token (confidence = "
+                         "low_confidence, default; maskgit_plus: after temperature/top-p), widest margin "
+                         "over the runner-up (margin = topk_margin), most peaked distribution (entropy), "
+                         "or first in the file (left-to-right); see docs/sampler.md")
+    sampler.add_argument("--block-length", type=int, default=None, metavar="N",
+                         help="decode each span in blocks of N positions, left to right, the step cap "
+                         "split between them (LLaDA, Fast-dLLM; default: one block)")
+    sampler.add_argument("--top-p", type=float, default=None, metavar="P",
+                         help="sample only from the most likely tokens that reach probability P")
+    sampler.add_argument("--top-k", type=int, default=None, metavar="K",
+                         help="sample only from the K most likely tokens")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
     sampler.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh, metavar="N",
@@ -138,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
             steps=args.steps,
             length=args.length,
             order=args.order,
+            block_length=args.block_length,
+            top_p=args.top_p,
+            top_k=args.top_k,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
             cache_refresh=args.cache_refresh,

@@ -19,6 +19,7 @@ from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
 from infill.errors import InputError
 from infill.sampler import SamplerConfig, SampleStats, Step, merge_stats, one_line, sample, step_cap
+from infill.span_length import choose_lengths, needs_scored_lengths
 from infill.spans import Span, validate_spans
 from infill.syntax_remask import remask_syntax, slot_texts
 
@@ -104,6 +105,8 @@ def plan_canvases(
     """One canvas for all spans when they fit in one window; else greedy runs of spans that do.
 
     `keep_text`: slots hold the spans' own tokens rather than masks (see `build_canvas`).
+    A model with neither <null> nor <|expand|> gets each span at the length its first pass
+    scores best (infill.span_length), one batched pass per canvas.
     """
 
     def canvas(group: list[Span]) -> Canvas:
@@ -112,15 +115,25 @@ def plan_canvases(
         )
 
     try:
-        return [canvas(spans)]
+        canvases = [canvas(spans)]
     except InputError:
         if len(spans) == 1:
             raise
-    canvases, group, current = [], [spans[0]], canvas([spans[0]])
-    for span in spans[1:]:
-        try:
-            current, group = canvas(group + [span]), group + [span]
-        except InputError:
-            canvases.append(current)
-            current, group = canvas([span]), [span]
-    return canvases + [current]
+        canvases, group, current = [], [spans[0]], canvas([spans[0]])
+        for span in spans[1:]:
+            try:
+                current, group = canvas(group + [span]), group + [span]
+            except InputError:
+                canvases.append(current)
+                current, group = canvas([span]), [span]
+        canvases.append(current)
+    if keep_text or not needs_scored_lengths(denoiser, options.sampler.length):
+        return canvases
+    # A model without <null> or <|expand|>: each span's length chosen by scoring (at most its
+    # budget, so the groups still fit their windows).
+    return [scored_canvas(denoiser, text, [slot.span for slot in c.slots], options) for c in canvases]
+
+
+def scored_canvas(denoiser: Denoiser, text: str, spans: list[Span], options: InfillOptions) -> Canvas:
+    lengths = choose_lengths(denoiser, text, spans, options.budget, options.context_length)
+    return build_canvas(denoiser, text, spans, lengths, options.context_length)

@@ -6,12 +6,28 @@
             positions only, on cached context keys/values, between full passes: see prediction.py)
         first pass only: fix each span's length (the rest of its budget becomes <null>)
         re-mask committed tokens whose probability has fallen below `remask_threshold`
-        commit masked positions: each above `commit_threshold`, and at least enough of the
-            most confident ones to finish within the remaining passes
+        choose a token for each masked position (temperature, top-p, top-k)
+        commit masked positions of the current block: each above `commit_threshold`, and at
+            least enough of the best ones under the unmasking rule (`order`) to finish the
+            block within its share of the passes
         stop when a pass finds nothing masked and changes nothing
 
 Positions outside the editable mask are fixed context and never change. Works on a batch of
 canvases (B, L) at once, e.g. several alternatives for one request.
+
+The unmasking rules (Dream's entropy / maskgit_plus / topk_margin, LLaDA's low_confidence, this
+project's left-to-right) are in infill.unmasking. Blocks (`block_length`, LLaDA's and Fast-dLLM's
+semi-autoregressive decoding): each span's positions are cut into blocks of that many, decoded
+left to right; a step commits only inside a row's current block (its first block that still has
+a masked position), and the step cap is split evenly between the blocks. With
+`commit_threshold` set and a step cap of at least the span's length, a step commits every
+position of the block at least that confident and at least the best one: Fast-dLLM's threshold
+decoding (threshold 0.9, block 32 in its Dream setting). A lower step cap commits more per step
+(the quota) so the block still finishes in time.
+
+A denoiser with `expand_id` (DreamOn) decides span lengths by growing and shrinking the span
+while it denoises: infill.expansion runs that loop. A denoiser with neither a null token nor
+expand gets its span lengths from infill.span_length (chosen by the engine before sampling).
 """
 
 from __future__ import annotations
@@ -26,9 +42,9 @@ import torch
 from infill.backend import Denoiser
 from infill.errors import Cancelled, InputError
 from infill.prediction import CanvasPredictor, allowed_softmax
+from infill.unmasking import ORDERS, choose_tokens, rule_scores, sampling_distribution
 
 LENGTH_POLICIES = ("first-pass", "free", "given")
-ORDERS = ("confidence", "margin", "left-to-right")  # which masked positions a pass commits first
 ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
 MULTI_LINE_STEPS = 128  # ...and of spans of several lines: at least one token a pass, more when confident
 
@@ -47,10 +63,18 @@ class SamplerConfig:
     cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
     #   only the span positions are computed, on cached context keys/values (1: never cache)
     temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
+    top_p: float | None = None  # sample only from the most likely tokens reaching this probability
+    top_k: int | None = None  # ...and only from the k most likely
     seed: int | None = None
-    order: str = "confidence"  # beyond the confident ones, a pass commits the masked positions
-    #   whose token is most probable ("confidence"), whose best token leads its runner-up most
-    #   ("margin"), or that come first in their span ("left-to-right": first on the canvas)
+    order: str = "confidence"  # the unmasking rule: beyond the confident ones, a pass commits the
+    #   masked positions whose token is most probable ("confidence" = LLaDA's "low_confidence";
+    #   Dream's "maskgit_plus": under the sampling distribution), whose best token leads its
+    #   runner-up most ("margin" = "topk_margin"), whose distribution is most peaked ("entropy"),
+    #   or that come first in their span ("left-to-right": first on the canvas). infill.unmasking
+    block_length: int | None = None  # decode each span in blocks of this many positions, left to
+    #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
+    expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
+    #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.expansion)
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.steps < 1:
@@ -60,6 +84,13 @@ class SamplerConfig:
         for name in ("commit_threshold", "remask_threshold"):
             if not 0 <= getattr(self, name) <= 1:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise InputError(f"top_p must be above 0 and at most 1 (got {self.top_p})")
+        for name in ("top_k", "block_length"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise InputError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.expand_start < 1:
+            raise InputError(f"expand_start must be at least 1 (got {self.expand_start})")
         if self.order not in ORDERS:
             raise InputError(f"order must be one of {', '.join(ORDERS)} (got {self.order!r})")
         if self.length not in LENGTH_POLICIES:
@@ -135,6 +166,10 @@ def sample(
     the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap."""
     if config.steps is None:
         config = replace(config, steps=MULTI_LINE_STEPS)
+    if config.length != "given" and expands(denoiser):
+        from infill.expansion import sample_expanding  # (imports this module)
+
+        return sample_expanding(denoiser, canvas, editable, config, on_step, cancelled)
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
     x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
@@ -143,6 +178,8 @@ def sample(
     padding = torch.zeros_like(editable)
     decide_length = config.length == "first-pass" and denoiser.null_id is not None
     fixed_length = config.length in ("first-pass", "given") and denoiser.null_id is not None
+    blocks = block_index(editable, config.block_length)
+    expand_id = getattr(denoiser, "expand_id", None)
     revisions = torch.zeros_like(canvas)
     confidence = torch.ones(canvas.shape)
     total_revisions, passes, converged = 0, 0, False
@@ -169,25 +206,29 @@ def sample(
         disbelieved &= revisions < config.max_revisions
         remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
 
-        # Commit: everything confident, and at least enough to finish in the passes left.
+        # A token for every position, and its score under the unmasking rule.
         choices = probs
-        if fixed_length:  # no <null> inside a span's content
+        if fixed_length or expand_id is not None:
             choices = probs.clone()
+        if fixed_length:  # no <null> inside a span's content
             choices[..., denoiser.null_id] = 0
         elif config.nulls_from_end and denoiser.null_id is not None:
             choices = probs.clone()
             null_best = spread(probs.argmax(-1) == denoiser.null_id, False)
             allowed = null_allowed(x, masked, editable, null_best, denoiser.null_id)
             choices[..., denoiser.null_id] *= allowed[:, columns]
-        picked = pick_tokens(choices, config.temperature, generator)  # (B, P)
+        if expand_id is not None:  # a span grows only in infill.expansion's loop
+            choices[..., expand_id] = 0
+        dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
+        picked = choose_tokens(dist, config.temperature, generator)  # (B, P)
         predicted = spread(picked, denoiser.mask_id)
-        picked_p = choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1)  # (B, P)
+        picked_p = choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1)  # (B, P) the model's own
         predicted_p = spread(picked_p, 0.0)
-        order = spread(order_score(choices, picked_p, config.order), 0.0)
-        score = torch.where(masked, order, torch.tensor(-1.0))
-        quota = torch.ceil(masked.sum(1) / (config.steps - step)).long()  # (B,)
-        rank = score.argsort(dim=1, descending=True).argsort(dim=1)
-        commit = masked & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
+        score = spread(rule_scores(config.order, dist, picked, picked_p), float("-inf"))
+
+        # Commit: in the current block, everything confident, and at least enough of the best
+        # scored to finish the block in its share of the passes (on the last pass: everything).
+        commit = commit_positions(masked, editable, blocks, score, predicted_p, config, step)
 
         x = torch.where(commit, predicted, x)
         x = torch.where(remask, torch.full_like(x, denoiser.mask_id), x)
@@ -213,17 +254,60 @@ def sample(
     return SampleResult(x, confidence, stats)
 
 
+def expands(denoiser: Denoiser) -> bool:
+    """Whether the denoiser grows and shrinks spans itself (DreamOn's <|expand|> and end-of-text)."""
+    return getattr(denoiser, "expand_id", None) is not None and denoiser.null_id is not None
+
+
+def commit_positions(
+    masked: torch.Tensor,
+    editable: torch.Tensor,
+    blocks: torch.Tensor,
+    score: torch.Tensor,
+    predicted_p: torch.Tensor,
+    config: SamplerConfig,
+    step: int,
+) -> torch.Tensor:
+    """(B, L) bool: the masked positions a step commits.
+
+    Only positions of a row's current block (its first block with a masked position; see
+    `block_index`; `editable`: the positions still being denoised) are candidates. Of those:
+    each whose token the model gives at least `commit_threshold`, and the `quota` best by
+    `score`, the quota being what finishes the block by its share of the step cap: block j of
+    n ends after step (j + 1) * steps // n, and a block that finishes early leaves its passes
+    to the next. (Spread this way the count per step is LLaDA's: the remainder goes to the
+    first steps.) The last step commits everything."""
+    if step == config.steps - 1:
+        return masked.clone()
+    unfinished = torch.where(masked, blocks, torch.iinfo(torch.long).max)
+    current = unfinished.min(1).values  # (B,)
+    in_block = masked & (blocks == current[:, None])
+    count = torch.where(editable, blocks, 0).max(1).values + 1  # (B,) blocks of each row's spans
+    block_end = (current + 1).clamp_max(count) * config.steps // count
+    quota = torch.ceil(in_block.sum(1) / (block_end - step).clamp_min(1)).long()  # (B,)
+    ranked = torch.where(in_block, score, torch.tensor(float("-inf")))
+    rank = ranked.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+    return in_block & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
+
+
+def block_index(editable: torch.Tensor, block_length: int | None) -> torch.Tensor:
+    """(B, L) long: the block of each editable position, counted from its span's start (a span:
+    a run of editable positions); 0 everywhere when `block_length` is None."""
+    blocks = torch.zeros_like(editable, dtype=torch.long)
+    if block_length is None:
+        return blocks
+    for row in range(editable.size(0)):
+        for start, end in runs(editable[row]):
+            blocks[row, start:end] = torch.arange(end - start) // block_length
+    return blocks
+
+
 def order_score(probs: torch.Tensor, picked_p: torch.Tensor, order: str) -> torch.Tensor:
-    """(B, P) in [0, 1], higher first: which of the P positions a pass commits (beyond the
-    confident ones) under `order` (see SamplerConfig); `picked_p`: the chosen tokens' probability."""
-    if order == "confidence":
-        return picked_p
-    if order == "margin":
-        top = probs.topk(2, dim=-1).values
-        return top[..., 0] - top[..., 1]
-    # left-to-right: the P positions are in canvas order, the first scores highest
-    steps = torch.arange(probs.size(1), 0, -1, dtype=probs.dtype) / probs.size(1)
-    return steps.expand(probs.shape[:-1])
+    """(B, P), higher first: which of the P positions a pass commits (beyond the confident ones)
+    under `order`, with `probs` as the sampling distribution and `picked_p` the chosen tokens'
+    probability (see infill.unmasking.rule_scores)."""
+    picked = probs.argmax(-1)
+    return rule_scores(order, probs, picked, picked_p)
 
 
 def at_columns(shape: torch.Size, columns: torch.Tensor, values: torch.Tensor, fill) -> torch.Tensor:
@@ -285,18 +369,6 @@ def null_allowed(
 def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
     """Softmax over the vocabulary at every position, special tokens ruled out (one full pass)."""
     return allowed_softmax(denoiser, denoiser.logits(x))
-
-
-def pick_tokens(probs: torch.Tensor, temperature: float, generator) -> torch.Tensor:
-    """Temperature 0: the most likely token; otherwise a sample from the tempered distribution."""
-    if temperature <= 0:
-        return probs.argmax(-1)
-    # Ruled-out tokens (probability 0) stay ruled out however high the temperature.
-    scaled = torch.where(probs > 0, probs.log() / temperature, torch.tensor(float("-inf")))
-    predicted = probs.sum(-1, keepdim=True) > 0  # rows of 0 (not editable): anything, never used
-    scaled = torch.where(predicted, scaled, torch.tensor(0.0))
-    flat = torch.softmax(scaled, dim=-1).view(-1, probs.size(-1))
-    return torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
 
 
 def merge_stats(parts: list[SampleStats]) -> SampleStats:
