@@ -10,11 +10,15 @@ shipped demo model or their own fine-tuned one is filling their code.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 NATIVE_MODEL_TYPE = "infill-diffusion"
+# The shipped model: infill.backend.DEFAULT_MODEL_DIR, named here without importing torch (the
+# language server reads the card while it answers `initialize`).
+SHIPPED_MODEL_DIR = Path(__file__).parent / "default_model"
 
 
 @dataclass
@@ -68,20 +72,18 @@ def weight_files(directory: Path) -> list[Path]:
 
 
 def count_parameters(directory: Path) -> int | None:
-    """Parameters stored in the safetensors files (read from their headers, not loaded)."""
-    from safetensors import safe_open
-
+    """Parameters stored in the safetensors files, read from their headers (an 8-byte length,
+    then JSON with each tensor's shape): no weights loaded, no torch imported."""
     total = 0
     try:
         for path in weight_files(directory):
-            with safe_open(str(path), framework="pt") as f:
-                for key in f.keys():
-                    shape = f.get_slice(key).get_shape()
-                    n = 1
-                    for d in shape:
-                        n *= d
-                    total += n
-    except (OSError, ValueError, RuntimeError):
+            with path.open("rb") as f:
+                size = int.from_bytes(f.read(8), "little")
+                header = json.loads(f.read(size))
+            for name, entry in header.items():
+                if name != "__metadata__":
+                    total += math.prod(entry["shape"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return total or None
 
@@ -98,17 +100,15 @@ def readme_facts(directory: Path) -> dict:
     corpus = re.search(r"^- Corpus: (.+?)(?:;|$)", text, re.M)
     if corpus:
         facts["data"] = corpus.group(1).strip()
-    training = re.search(r"^- Training: (.+?)\.?$", text, re.M)
-    if training:
-        facts["origin"] = "trained by infill-train: " + training.group(1).strip()
+    hours = re.search(r"^- Training: .*?([\d.]+ h on \w+)", text, re.M)
+    if hours:
+        facts["hours"] = hours.group(1)
     return facts
 
 
 def model_card(directory: str | Path | None = None) -> ModelCard:
     """The card of a model directory (default: the shipped model)."""
-    from infill.backend import DEFAULT_MODEL_DIR
-
-    directory = Path(directory) if directory else DEFAULT_MODEL_DIR
+    directory = Path(directory) if directory else SHIPPED_MODEL_DIR
     config = read_json(directory / "config.json")
     training = read_json(directory / "training.json")
     readme = readme_facts(directory)
@@ -118,14 +118,17 @@ def model_card(directory: str | Path | None = None) -> ModelCard:
         architecture += f", hidden {config['hidden_size']} x {config.get('num_layers', '?')} layers"
     if "context_length" in config:
         architecture += f", context {config['context_length']}"
-    shipped = directory.resolve() == DEFAULT_MODEL_DIR.resolve()
+    shipped = directory.resolve() == SHIPPED_MODEL_DIR.resolve()
+    origin = "shipped with infill" if shipped else "infill-train"
+    if "hours" in readme:
+        origin += f" (trained {readme['hours']})"
     return ModelCard(
         name=training.get("name") or readme.get("name") or directory.name,
         path=str(directory),
         params=training.get("params") or count_parameters(directory),
         architecture=architecture,
         data=training.get("data") or readme.get("data") or "not recorded",
-        origin=training.get("origin") or readme.get("origin") or ("shipped with infill" if shipped else "?"),
+        origin=training.get("origin") or origin,
         steps=training.get("steps"),
         tokens=training.get("tokens"),
     )
