@@ -73,7 +73,7 @@ def stage_model(args) -> None:
         corpus=args.out / "corpus.jsonl.gz",
         seq_len=args.seq_len,
         batch_size=args.batch_size or 32,
-        steps=args.steps,
+        steps=args.steps or 2000,
         lr=args.lr or 2e-3,
         minutes=args.minutes,
         threads=args.threads,
@@ -227,7 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=None,
                         help="sequences a step (model: 32; finetune: 16; recipe: the largest that fits)")
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="model: the schedule's last step (default 2000); finetune: stop after this "
+                        "many steps even if --minutes are left")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None, help="peak (model: 2e-3; finetune: 5e-4)")
     parser.add_argument("--minutes", type=float, default=None,
                         help="model: wall-clock budget for this run; recipe, finetune: the training time, "

@@ -39,7 +39,7 @@ from infill.model_info import model_card, native_model_problem
 from infill.tokenizer import CodeTokenizer
 from infill.train.corpus import MAX_CHARS, MIN_CHARS, CorpusFile, ast_spans, looks_generated
 from infill.train.export import export_model, read_log
-from infill.train.train import TrainConfig, finished, train
+from infill.train.train import TrainConfig, finished, prior_training, train
 
 VENDORED_DIRS = frozenset({
     "vendor", "vendored", "_vendor", "third_party", "third-party", "thirdparty", "external", "extern",
@@ -63,6 +63,7 @@ class FinetuneConfig:
     batch_size: int = 16
     lr: float = 5e-4
     threads: int | None = None
+    max_steps: int | None = None  # stop after this many steps even if time is left
 
 
 @dataclass
@@ -293,7 +294,7 @@ def finetune(config: FinetuneConfig, report=print) -> Path | None:
         corpus=corpus,
         seq_len=context,
         batch_size=config.batch_size,
-        steps=10**9,
+        steps=10**9 if config.max_steps is None else prior_training(config.model)["step"] + config.max_steps,
         lr=config.lr,
         warmup=20,
         budget_minutes=config.minutes,
@@ -360,6 +361,7 @@ def main(args) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         threads=args.threads,
+        max_steps=args.steps,
     )
     try:
         done = finetune(config)
