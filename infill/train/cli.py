@@ -187,7 +187,8 @@ def stage_recipe(args) -> None:
         torch.set_num_threads(args.threads)
     minutes = 20.0 if args.minutes is None else args.minutes
     session = None if args.session_minutes <= 0 else args.session_minutes
-    recipe(args.out, args.device, args.tiny, minutes, session, args.workers, args.batch_size)
+    workers, batch, limit = args.workers, args.batch_size, args.limit_files
+    recipe(args.out, args.device, args.tiny, minutes, session, workers, batch, limit)
 
 
 def stage_finetune(args) -> None:
@@ -222,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="run directory (finetune: the new model's)")
     parser.add_argument("--to", type=Path, default=Path("infill/default_model"), help="export target")
     parser.add_argument("--force", action="store_true", help="rebuild corpus/tokenizer")
-    parser.add_argument("--limit-files", type=int, default=None, help="corpus: keep at most N files")
+    parser.add_argument("--limit-files", type=int, default=None, help="corpus, recipe: keep at most N files")
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=None,
@@ -256,8 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--source", type=Path, default=None, help="the repository to fine-tune on")
     tune.add_argument("--model", type=Path, default=None, help="model to start from (default: shipped)")
     tune.add_argument("--heldout", type=float, default=0.1, help="share of files held out (by path hash)")
-    tune.add_argument("--kinds", default="line,block", help="held-out task kinds of the before/after table")
-    tune.add_argument("--tasks", type=int, default=60, help="held-out tasks per kind, before and after")
+    tune.add_argument("--kinds", default="line", help="held-out task kinds of the before/after table")
+    tune.add_argument("--tasks", type=int, default=100, help="held-out tasks per kind, before and after")
     tune.add_argument("--seed", type=int, default=0, help="task selection seed")
     return parser
 

@@ -8,9 +8,10 @@ repository, else the .gitignore files read here) are the corpus, less vendored a
 (`vendor/`, `third_party/`, `site-packages/`, ..., `*_pb2.py`, files whose head says they are
 generated, minified or huge files). A share of the files (`--heldout`, chosen by a hash of each
 path, so the same files every time) is held out: never trained on, used for the held-out loss and
-for the before/after table, which fills single lines and blocks of the held-out files with the
-model before and after (`infill.bench`'s tasks and scores: exact match, edit similarity, parse
-rate), prints it and writes it to `finetune.json` in the model directory.
+for the before/after table, which fills single lines (`--kinds`: also blocks, bodies, ...) of
+the held-out files with the model before and after (`infill.bench`'s tasks and scores: exact
+match, edit similarity, parse rate), prints it and writes it to `finetune.json` in the model
+directory.
 
 Training goes on from the model's weights with its tokenizer (`infill.train.train`, a learning
 rate that decays over the `--minutes`), in a work directory beside the target,
@@ -30,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,8 +59,8 @@ class FinetuneConfig:
     model: Path = DEFAULT_MODEL_DIR
     minutes: float = 20.0
     heldout: float = HELDOUT_SHARE
-    kinds: tuple[str, ...] = ("line", "block")
-    tasks: int = 60  # held-out tasks per kind, before and after
+    kinds: tuple[str, ...] = ("line",)
+    tasks: int = 100  # held-out tasks per kind, before and after
     seed: int = 0
     batch_size: int = 16
     lr: float = 5e-4
@@ -307,7 +309,9 @@ def finetune(config: FinetuneConfig, report=print) -> Path | None:
         model={},
     )
     if not finished(train_config):
+        cpu = time.process_time()
         train(train_config, tok)
+        (work / "cpu_seconds.txt").write_text(str(time.process_time() - cpu + cpu_seconds(work)))
     if not finished(train_config):
         report(f"finetune: stopped before its {config.minutes:g} minutes; run the same command to resume")
         return None
@@ -315,6 +319,7 @@ def finetune(config: FinetuneConfig, report=print) -> Path | None:
     after = heldout_table(model_dir, files.heldout, config, "after")
     before = json.loads(before_path.read_text())
     result = {"source": str(config.source.resolve()), "base": str(config.model), "minutes": config.minutes,
+              "cpu_seconds": cpu_seconds(work), "threads": torch_threads(config.threads),
               "heldout_files": [f.path for f in files.heldout], "kinds": list(config.kinds),
               "tasks": config.tasks, "seed": config.seed, "before": before, "after": after}  # fmt: skip
     (model_dir / "finetune.json").write_text(json.dumps(result, indent=1))
@@ -323,6 +328,19 @@ def finetune(config: FinetuneConfig, report=print) -> Path | None:
     report(format_comparison(before, after))
     report(f"finetune: model in {out} (use --model {out})")
     return out
+
+
+def cpu_seconds(work: Path) -> float:
+    """CPU seconds this fine-tune's training has had so far (over resumed runs): on a busy
+    machine far less than its minutes times its threads."""
+    path = work / "cpu_seconds.txt"
+    return float(path.read_text()) if path.is_file() else 0.0
+
+
+def torch_threads(threads: int | None) -> int:
+    import torch
+
+    return threads or torch.get_num_threads()
 
 
 def export(work: Path, config: FinetuneConfig, files: RepoFiles) -> Path:

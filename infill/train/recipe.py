@@ -43,9 +43,9 @@ from infill.train.corpus import build_corpus, source_roots, stdlib_root
 from infill.train.export import MAX_SHARD, export_model, read_log
 from infill.train.train import TrainConfig, finished, train
 
-# 384 x 4 at a 512-token canvas: 10.3M parameters, a one-line fill in 197 ms on two cores (12
-# passes, context cache); 384 x 6 takes 262 ms (docs/gpu-recipe.md).
-RECIPE_MODEL = {"hidden_size": 384, "num_layers": 4, "num_heads": 6}
+# The largest size measured whose one-line fill at a 512-token canvas stays under 250 ms on two
+# cores with the context cache (`infill-bench sizes`; the figures are in docs/gpu-recipe.md).
+RECIPE_MODEL = {"hidden_size": 256, "num_layers": 4, "num_heads": 4}
 RECIPE_CONTEXT = 512
 BATCH_SIZES = (256, 128, 64, 32)  # largest first; more than 256 x 512 tokens a step leaves too few steps
 TINY_MODEL = {"hidden_size": 64, "num_layers": 2, "num_heads": 2}
@@ -78,6 +78,7 @@ def recipe(
     session_minutes: float | None = 8.5,
     workers: int | None = None,
     batch_size: int | None = None,
+    limit_files: int | None = None,
 ) -> Path:
     """Run (or go on with) the recipe in `out`; returns `out/export`."""
     started = time.time()
@@ -87,7 +88,8 @@ def recipe(
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "corpus.jsonl.gz").exists():
         roots = [stdlib_root()] if tiny else source_roots()
-        manifest = build_corpus(out, roots=roots, limit=40 if tiny else None, workers=max(1, workers))
+        limit = limit_files or (40 if tiny else None)
+        manifest = build_corpus(out, roots=roots, limit=limit, workers=max(1, workers))
         print(f"recipe: corpus {json.dumps(manifest['counts'])}", flush=True)
     tokenizer_path = out / "tokenizer.json"
     if not tokenizer_path.exists():
