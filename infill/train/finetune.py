@@ -80,10 +80,14 @@ class RepoFiles:
 
 def git_files(root: Path) -> list[str] | None:
     """Files git tracks or would track under `root` (relative paths), or None outside a git work tree."""
-    if shutil.which("git") is None or not (root / ".git").exists():
+    if shutil.which("git") is None:
         return None
-    command = ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    git = ["git", "-C", str(root)]
     try:
+        inside = subprocess.run([*git, "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        command = [*git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
         listed = subprocess.run(command, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
