@@ -238,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--workers", type=int, default=None,
                         help="model, recipe: processes making training batches (0: the training process; "
-                        "model: 0, recipe: 8); on a GPU, enough that it never waits")  # fmt: skip
+                        "model: 0; recipe: all cores but two on a GPU); on a GPU, enough that it "
+                        "never waits")  # fmt: skip
     parser.add_argument("--init-from", type=Path, default=None,
                         help="model: start from these weights (e.g. infill/default_model); --steps counts on")
     parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")

@@ -350,7 +350,7 @@ def torch_threads(threads: int | None) -> int:
 def export(work: Path, config: FinetuneConfig, files: RepoFiles) -> Path:
     import torch
 
-    state = torch.load(work / "checkpoint" / "state.pt", weights_only=True)
+    state = torch.load(work / "checkpoint" / "state.pt", weights_only=True, map_location="cpu")
     base = model_card(config.model)
     chars = sum(len(f.text) for f in files.train)
     source = config.source.resolve()

@@ -29,6 +29,7 @@ whose one-line fill stays under 250 ms on two cores with the context cache at a 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -84,7 +85,8 @@ def recipe(
     started = time.time()
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("infill-train recipe: --device cuda, torch sees no GPU (or: --device cpu --tiny)")
-    workers = (0 if tiny else 8) if workers is None else workers
+    if workers is None:  # on a GPU machine all cores but two make batches; on a CPU they train
+        workers = 0 if tiny or not device.startswith("cuda") else max(1, (os.cpu_count() or 4) - 2)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "corpus.jsonl.gz").exists():
         roots = [stdlib_root()] if tiny else source_roots()
@@ -181,7 +183,7 @@ def export(out: Path, settings: RecipeSettings, config: TrainConfig) -> Path:
     checkpoint = out / "checkpoint"
     if not (checkpoint / "state.pt").exists():
         return out / "export"
-    state = torch.load(checkpoint / "state.pt", weights_only=True)
+    state = torch.load(checkpoint / "state.pt", weights_only=True, map_location="cpu")
     manifest = json.loads((out / "manifest.json").read_text())
     counts = manifest["counts"]
     device = torch.cuda.get_device_name() if settings.device.startswith("cuda") else "CPU"

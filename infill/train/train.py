@@ -134,7 +134,12 @@ def batches(records, weights, tok: CodeTokenizer, config: TrainConfig, seed: int
         return iter(stream)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the workers are forked
     loader = torch.utils.data.DataLoader(
-        stream, batch_size=None, num_workers=config.workers, persistent_workers=True, prefetch_factor=4
+        stream,
+        batch_size=None,
+        num_workers=config.workers,
+        persistent_workers=True,
+        prefetch_factor=4,
+        pin_memory=config.device != "cpu" and torch.cuda.is_available(),  # faster copies to the GPU
     )
     return iter(loader)
 
@@ -202,7 +207,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     state = {"step": 0, "tokens": 0, "seconds": 0.0}
     if (checkpoint / "model.safetensors").exists():
         model = InfillModel.from_pretrained(checkpoint)
-        state = torch.load(checkpoint / "state.pt", weights_only=True)
+        state = torch.load(checkpoint / "state.pt", weights_only=True, map_location="cpu")
     elif config.init_from is not None:
         model = InfillModel.from_pretrained(config.init_from).float()
         state = prior_training(config.init_from)
@@ -336,7 +341,7 @@ def finished(config: TrainConfig) -> bool:
     path = config.out / "checkpoint" / "state.pt"
     if not path.is_file():
         return False
-    state = torch.load(path, weights_only=True)
+    state = torch.load(path, weights_only=True, map_location="cpu")
     if state["step"] >= config.steps:
         return True
     trained = state.get("seconds", 0.0) - state.get("schedule_seconds", 0.0)
