@@ -77,7 +77,7 @@ def test_the_exported_model_fills_a_file_through_the_cli(tiny_run: Path, tmp_pat
 
 def test_the_same_command_resumes_and_a_finished_run_is_not_trained_again(tmp_path: Path):
     run = tmp_path / "run"
-    args = ["recipe", "--device", "cpu", "--tiny", "--out", str(run)]
+    args = ["recipe", "--device", "cpu", "--tiny", "--out", str(run), "--workers", "1"]  # a DataLoader worker
     assert train_main(args) == 0
     settings = json.loads((run / "recipe.json").read_text())
     settings["steps"] = 9  # as if the first command had been cut after 6 of 9 steps
