@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from infill.backend import Denoiser
 from infill.errors import InputError
-from infill.spans import Span
+
+if TYPE_CHECKING:  # not imported at run time: training (infill.train.masking) runs without tree-sitter
+    from infill.spans import Span
 
 MIN_BUDGET = 16
 

@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from infill import __version__
 from infill.alternatives import MAX_CANDIDATES, Candidate, alternatives
 from infill.canvas import Canvas
 from infill.docstrings import DocstringResult, add_docstrings, missing_docstrings
@@ -26,6 +27,7 @@ from infill.document import Document, load_document, write_atomic
 from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
+from infill.model_info import model_card
 from infill.models import load
 from infill.repair import RepairOptions, RepairResult, repair
 from infill.sampler import (
@@ -46,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="infill", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("file", type=Path, help="the Python file to edit")
+    parser.add_argument("file", type=Path, nargs="?", help="the Python file to edit")
+    parser.add_argument("--version", action="store_true",
+                        help="print infill's version and which model it runs (with --model: that one): "
+                        "name, size, training data, origin")  # fmt: skip
     what = parser.add_argument_group("what to regenerate (repeatable, combinable)")
     what.add_argument("--lines", action="append", default=[], metavar="A-B",
                       help="lines A to B, 1-based, inclusive (or a single line A)")
@@ -310,7 +315,14 @@ class StepPrinter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        print(f"infill {__version__}")
+        print(model_card(args.model).describe())
+        return 0
+    if args.file is None:
+        parser.error("the following arguments are required: file")
     try:
         return run(args)
     except InputError as error:

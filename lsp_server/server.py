@@ -1,6 +1,8 @@
 """infill-lsp: the language server, a thin pygls layer over plain functions.
 
-- ``initialize`` reads ``initializationOptions``; after ``initialized`` the server asks for the
+- ``initialize`` reads ``initializationOptions`` and names the model they point at in
+  ``serverInfo.version`` (:mod:`infill.model_info`; a ``window/logMessage`` names it again when
+  it is loaded); after ``initialized`` the server asks for the
   client's ``infill`` configuration section (``workspace/configuration``) when the client can
   answer, and again on ``workspace/didChangeConfiguration`` (:mod:`lsp_server.settings`).
 - ``didOpen``/``didChange`` publish the document's syntax errors (tree-sitter ERROR and MISSING
@@ -52,6 +54,7 @@ from pygls.workspace import TextDocument
 
 from infill import __version__
 from infill.errors import Cancelled, InputError
+from infill.model_info import model_card
 from lsp_server import actions, diagnostics, inline
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
 from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
@@ -203,6 +206,9 @@ class InfillLanguageServer(LanguageServer):
                 try:
                     self.backend = await loop.run_in_executor(self.model_executor, _load_backend, *key)
                     logger.info("loaded %s in %.2f s", where, time.perf_counter() - started)
+                    loaded = f"infill: model {model_card(settings.model_path).summary()}"
+                    info = types.MessageType.Info  # in the client's log: which model fills the code
+                    self.window_log_message(types.LogMessageParams(type=info, message=loaded))
                 except Exception as error:  # ModelError, and anything a broken file raises
                     self.backend_error = f"infill: cannot load the model ({where}): {error}"
                     logger.error("%s", self.backend_error)
@@ -291,6 +297,10 @@ def initialize(ls: InfillLanguageServer, params: types.InitializeParams) -> None
     ls.initial_settings, warnings = parse_settings(params.initialization_options)
     ls.settings = ls.initial_settings
     ls.show_warnings(warnings)
+    # serverInfo names the model the settings point at (read from its directory, not loaded)
+    card = model_card(ls.settings.model_path)
+    version = f"{__version__}; model: {card.summary()}"
+    ls.protocol.server_info = types.ServerInfo(name=ls.name, version=version)
     if not ls.supports_configuration:
         ls.configured.set()
 

@@ -74,10 +74,16 @@ def load_backend(
     device: torch.device | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> InfillBackend:
-    """Load a model directory (config.json, model.safetensors, tokenizer.json); default: the shipped one."""
+    """Load a model directory (config.json, model.safetensors or shards with their index
+    model.safetensors.index.json, tokenizer.json); default: the shipped one."""
     directory = Path(path) if path else DEFAULT_MODEL_DIR
-    if not (directory / "model.safetensors").is_file() or not (directory / "tokenizer.json").is_file():
-        raise ModelError(f"no model in {directory} (expected config.json, model.safetensors, tokenizer.json)")
+    names = ("model.safetensors", "model.safetensors.index.json")
+    weights = any((directory / name).is_file() for name in names)
+    if not weights or not (directory / "tokenizer.json").is_file():
+        raise ModelError(
+            f"no model in {directory} (expected config.json, model.safetensors or "
+            "model.safetensors.index.json with its shards, tokenizer.json)"
+        )
     if threads:
         torch.set_num_threads(threads)
     hf_logging.disable_progress_bar()

@@ -10,6 +10,12 @@
     infill-train plot --out runs/v0                     # loss curves -> runs/v0/loss.png
     infill-train plot --out runs/a --compare runs/b runs/c --png cmp.png
                                                         # held-out loss of runs against hours
+    infill-train recipe --device cuda --out runs/gpu --minutes 20
+                                                        # the GPU recipe, re-entrant (docs/gpu-recipe.md)
+    infill-train recipe --device cpu --tiny --out /tmp/tiny
+                                                        # the same at toy scale
+    infill-train finetune --source ~/src/project --out models/project --minutes 20
+                                                        # your own code (docs/finetune.md)
 
 Under torchrun the `model` stage runs DistributedDataParallel (one process per GPU, or gloo on CPU).
 """
@@ -27,6 +33,7 @@ import torch
 from infill.model import InfillModel
 from infill.tokenizer import CodeTokenizer, train_tokenizer
 from infill.train.corpus import build_corpus, load_corpus
+from infill.train.export import plot_loss
 from infill.train.train import TrainConfig, train
 
 TOKENIZER_SAMPLE_CHARS = 40_000_000
@@ -65,12 +72,12 @@ def stage_model(args) -> None:
         out=args.out,
         corpus=args.out / "corpus.jsonl.gz",
         seq_len=args.seq_len,
-        batch_size=args.batch_size,
-        steps=args.steps,
-        lr=args.lr,
+        batch_size=args.batch_size or 32,
+        steps=args.steps or 2000,
+        lr=args.lr or 2e-3,
         minutes=args.minutes,
         threads=args.threads,
-        workers=args.workers,
+        workers=args.workers or 0,
         bf16=not args.fp32,
         init_from=args.init_from,
         model={"hidden_size": args.hidden, "num_layers": args.layers, "num_heads": args.heads},
@@ -141,20 +148,13 @@ def stage_plot(args) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     if args.compare:
         plot_comparison([args.out, *args.compare], args.png or args.out / "loss_compare.png")
         return
-    rows = read_log(args.out)
-    tokens = [r["tokens"] / 1e6 for r in rows]
-    plt.figure(figsize=(7, 4))
-    plt.plot(tokens, [r["loss"] for r in rows], label="train loss (batch)", alpha=0.6)
-    if any("heldout_loss" in r for r in rows):
-        plt.plot(tokens, [r.get("heldout_loss") for r in rows], label="held-out loss")
-    plt.xlabel("training tokens (M)")
-    plt.ylabel("diffusion loss")
-    save_plot(plt, args.png or args.out / "loss.png")
+    path = args.png or args.out / "loss.png"
+    plot_loss(read_log(args.out), path)
+    print(f"plot: {path}")
 
 
 def plot_comparison(runs: list[Path], path: Path) -> None:
@@ -180,12 +180,38 @@ def save_plot(plt, path: Path) -> None:
     print(f"plot: {path}")
 
 
+def stage_recipe(args) -> None:
+    from infill.train.recipe import recipe
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    minutes = 20.0 if args.minutes is None else args.minutes
+    session = None if args.session_minutes <= 0 else args.session_minutes
+    workers, batch, limit = args.workers, args.batch_size, args.limit_files
+    recipe(args.out, args.device, args.tiny, minutes, session, workers, batch, limit)
+
+
+def stage_finetune(args) -> None:
+    from infill.train import finetune
+
+    if args.source is None:
+        raise SystemExit("infill-train finetune: --source DIR is required")
+    args.minutes = 20.0 if args.minutes is None else args.minutes
+    args.batch_size = args.batch_size or finetune.FinetuneConfig.batch_size
+    args.lr = args.lr or finetune.FinetuneConfig.lr
+    code = finetune.main(args)
+    if code:
+        raise SystemExit(code)
+
+
 STAGES = {
     "corpus": stage_corpus,
     "tokenizer": stage_tokenizer,
     "model": stage_model,
     "export": stage_export,
     "plot": stage_plot,
+    "recipe": stage_recipe,
+    "finetune": stage_finetune,
 }
 
 
@@ -194,20 +220,26 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infill-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("stage", choices=[*STAGES, "all"])
-    parser.add_argument("--out", type=Path, required=True, help="run directory")
+    parser.add_argument("--out", type=Path, required=True, help="run directory (finetune: the new model's)")
     parser.add_argument("--to", type=Path, default=Path("infill/default_model"), help="export target")
     parser.add_argument("--force", action="store_true", help="rebuild corpus/tokenizer")
-    parser.add_argument("--limit-files", type=int, default=None, help="corpus: keep at most N files")
+    parser.add_argument("--limit-files", type=int, default=None, help="corpus, recipe: keep at most N files")
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--seq-len", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--minutes", type=float, default=None, help="wall-clock budget for this run")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="sequences a step (model: 32; finetune: 16; recipe: the largest that fits)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="model: the schedule's last step (default 2000); finetune: stop after this "
+                        "many steps even if --minutes are left")  # fmt: skip
+    parser.add_argument("--lr", type=float, default=None, help="peak (model: 2e-3; finetune: 5e-4)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="model: wall-clock budget for this run; recipe, finetune: the training time, "
+                        "counted over resumed runs (default 20)")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--workers", type=int, default=0,
-                        help="model: processes making training batches (0: the training process); "
-                        "on a GPU, enough that it never waits")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=None,
+                        help="model, recipe: processes making training batches (0: the training process; "
+                        "model: 0; recipe: all cores but two on a GPU); on a GPU, enough that it "
+                        "never waits")  # fmt: skip
     parser.add_argument("--init-from", type=Path, default=None,
                         help="model: start from these weights (e.g. infill/default_model); --steps counts on")
     parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")
@@ -216,6 +248,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--compare", type=Path, nargs="*", default=[], help="plot: more runs to compare")
     parser.add_argument("--png", type=Path, default=None, help="plot: where to write the PNG")
+    recipe = parser.add_argument_group("recipe")
+    recipe.add_argument("--device", default="cuda", help="cuda or cpu (default cuda)")
+    recipe.add_argument("--tiny", action="store_true", help="the whole recipe at toy scale")
+    recipe.add_argument("--session-minutes", type=float, default=8.5,
+                        help="stop training after this long in this command (it resumes in the next; "
+                        "0: no limit; default 8.5, for commands of at most 10 minutes)")  # fmt: skip
+    tune = parser.add_argument_group("finetune")
+    tune.add_argument("--source", type=Path, default=None, help="the repository to fine-tune on")
+    tune.add_argument("--model", type=Path, default=None, help="model to start from (default: shipped)")
+    tune.add_argument("--heldout", type=float, default=0.1, help="share of files held out (by path hash)")
+    tune.add_argument("--kinds", default="line", help="held-out task kinds of the before/after table")
+    tune.add_argument("--tasks", type=int, default=100, help="held-out tasks per kind, before and after")
+    tune.add_argument("--seed", type=int, default=0, help="task selection seed")
     return parser
 
 

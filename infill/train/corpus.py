@@ -28,6 +28,7 @@ import gzip
 import hashlib
 import importlib.metadata
 import json
+import multiprocessing
 import re
 import site
 import sysconfig
@@ -203,15 +204,27 @@ def scan_files(roots: list[Path], counts: Counter, limit: int | None = None) -> 
     return found
 
 
-def deduplicate(files: list[Candidate], counts: Counter, threshold: float | None) -> list[Candidate]:
+def parallel_map(function: Callable, items: list, workers: int, desc: str) -> list:
+    """[function(item) for item in items], in `workers` processes when more than one."""
+    if workers <= 1 or len(items) < 2 * workers:
+        return [function(item) for item in tqdm(items, desc=desc, unit="file")]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return list(tqdm(pool.imap(function, items, chunksize=16), total=len(items), desc=desc, unit="file"))
+
+
+def deduplicate(
+    files: list[Candidate], counts: Counter, threshold: float | None, workers: int = 1
+) -> list[Candidate]:
     """Drop exact and (unless `threshold` is None) near duplicates; held-out files win ties.
 
     Files are considered held-out first, then training, each group in scan order; the first of
-    a group of duplicates is kept. The result keeps the scan order."""
+    a group of duplicates is kept. The result keeps the scan order. The MinHash signatures are
+    computed in `workers` processes."""
     seen: set[str] = set()
     index = NearDuplicateIndex(threshold) if threshold is not None else None
     keep = set()
     priority = sorted(range(len(files)), key=lambda i: files[i].split != "heldout")
+    signatures = parallel_map(minhash, [f.text for f in files], workers, "minhash") if index else []
     for i in tqdm(priority, desc="dedupe", unit="file"):
         text = files[i].text
         digest = hashlib.sha1("\n".join(ln.rstrip() for ln in text.splitlines()).encode()).hexdigest()
@@ -219,7 +232,7 @@ def deduplicate(files: list[Candidate], counts: Counter, threshold: float | None
             counts["duplicate"] += 1
             continue
         seen.add(digest)
-        if index is not None and not index.add_if_new(minhash(text)):
+        if index is not None and not index.add_if_new(signatures[i]):
             counts["near_duplicate"] += 1
             continue
         keep.add(i)
@@ -231,21 +244,24 @@ def build_corpus(
     roots: list[Path] | None = None,
     limit: int | None = None,
     near_duplicate_threshold: float | None = NEAR_DUPLICATE_THRESHOLD,
+    workers: int = 1,
 ) -> dict:
     """Scan, filter, dedupe and split; write corpus.jsonl.gz and manifest.json. Returns the manifest.
 
     limit: scan only until this many files passed the filters (a quick, smaller corpus).
     near_duplicate_threshold: None keeps near duplicates (only exact ones are dropped).
+    workers: processes for the per-file work (MinHash signatures, AST spans).
     The texts are held in memory until written (about 260 MB for this machine's sources)."""
     roots = roots or source_roots()
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: Counter = Counter()
-    files = deduplicate(scan_files(roots, counts, limit), counts, near_duplicate_threshold)
+    files = deduplicate(scan_files(roots, counts, limit), counts, near_duplicate_threshold, workers)
     packages: dict[str, Counter] = {"train": Counter(), "heldout": Counter()}
+    spans = parallel_map(ast_spans, [f.text for f in files], workers, "spans")
     tmp = out_dir / "corpus.jsonl.gz.tmp"
     with gzip.open(tmp, "wt", encoding="utf-8") as out:
-        for f in tqdm(files, desc="corpus", unit="file"):
-            record = CorpusFile(str(f.relative), str(f.root), f.package, f.split, f.text, ast_spans(f.text))
+        for f, found in zip(files, spans):
+            record = CorpusFile(str(f.relative), str(f.root), f.package, f.split, f.text, found)
             out.write(json.dumps(record.__dict__) + "\n")
             counts["kept"] += 1
             counts[f"chars_{f.split}"] += len(f.text)

@@ -4,8 +4,14 @@ One loop for one CPU, one GPU, or many under `torchrun` (DistributedDataParallel
 draws its own examples from a rank-seeded generator; rank 0 logs and checkpoints). Examples are
 made on the CPU (tokenizing, masking); `workers` > 0 makes them in that many DataLoader
 processes, each with its own generator, so that a GPU is not kept waiting for them.
-Checkpoints are written atomically every `checkpoint_every` steps into `<out>/checkpoint/`
-(model as safetensors, tokenizer.json, trainer state) and training resumes from there.
+Checkpoints are written atomically every `checkpoint_every` steps (and every
+`checkpoint_minutes`, and when the run stops: its time is up or it got SIGTERM) into
+`<out>/checkpoint/` (model as safetensors, tokenizer.json, trainer state) and training resumes
+from there.
+Two time limits: `minutes` bounds this run's wall time; `budget_minutes` bounds the training
+time of the whole schedule, counted across resumed runs, and then the learning rate decays over
+that time rather than over `steps` (a run measured in minutes, not steps: the GPU recipe and
+fine-tuning).
 A run can also start from trained weights (`init_from`, e.g. the shipped default model): a fresh
 optimizer and learning-rate schedule, with steps, tokens and seconds counted on from the model's
 training.json so the totals stay honest.
@@ -19,6 +25,8 @@ import math
 import os
 import random
 import shutil
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +58,10 @@ class TrainConfig:
     grad_clip: float = 1.0
     checkpoint_every: int = 50
     eval_every: int = 50
-    minutes: float | None = None  # stop (after a checkpoint) when this much wall time has passed
+    minutes: float | None = None  # stop (after a checkpoint) when this run has taken this much wall time
+    budget_minutes: float | None = None  # stop when the schedule has trained this long (across resumes)
+    checkpoint_minutes: float | None = None  # also checkpoint when this much time passed since the last
+    device: str | None = None  # "cpu", "cuda", ... (default: cuda if there is one)
     threads: int | None = None
     workers: int = 0  # processes making batches (0: the training process itself)
     seed: int = 0
@@ -60,12 +71,15 @@ class TrainConfig:
     mix: MaskMix = field(default_factory=MaskMix)
 
 
-def learning_rate(step: int, config: TrainConfig, first: int = 0) -> float:
-    """Warmup then cosine decay, over the steps from `first` (where this schedule began) to `steps`."""
+def learning_rate(step: int, config: TrainConfig, first: int = 0, elapsed: float | None = None) -> float:
+    """Warmup then cosine decay, over the steps from `first` (where this schedule began) to `steps`,
+    or, with a `budget_minutes`, over the time: `elapsed` seconds of it are gone."""
     step, total = step - first, config.steps - first
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
     progress = min(1.0, (step - config.warmup) / max(1, total - config.warmup))
+    if config.budget_minutes is not None and elapsed is not None:
+        progress = min(1.0, elapsed / (60 * config.budget_minutes))
     cosine = 0.5 * (1 + math.cos(math.pi * progress))
     return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
 
@@ -120,7 +134,12 @@ def batches(records, weights, tok: CodeTokenizer, config: TrainConfig, seed: int
         return iter(stream)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the workers are forked
     loader = torch.utils.data.DataLoader(
-        stream, batch_size=None, num_workers=config.workers, persistent_workers=True, prefetch_factor=4
+        stream,
+        batch_size=None,
+        num_workers=config.workers,
+        persistent_workers=True,
+        prefetch_factor=4,
+        pin_memory=config.device != "cpu" and torch.cuda.is_available(),  # faster copies to the GPU
     )
     return iter(loader)
 
@@ -135,13 +154,48 @@ def save_checkpoint(directory: Path, model, tok, optimizer, state: dict) -> None
     tmp.rename(directory)
 
 
+class StopSignal:
+    """Turns SIGTERM (a job scheduler's or `timeout`'s stop) into a flag the loop checks, so the
+    run checkpoints and exits cleanly; the old handler is restored afterwards."""
+
+    def __init__(self):
+        self.raised = False
+        self.previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self.handle)
+        return self
+
+    def handle(self, signum, frame):
+        self.raised = True
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+def pick_device(name: str | None) -> torch.device:
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if name is None:
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(f"cuda:{local_rank}" if name == "cuda" else name)
+
+
+def prior_training(model_dir: Path) -> dict:
+    """Steps, tokens and seconds a model directory says it was trained for (zeros if it says nothing)."""
+    path = model_dir / "training.json"
+    prior = json.loads(path.read_text()) if path.is_file() else {}
+    seconds = prior.get("seconds") or 0.0
+    return {"step": prior.get("steps", 0), "tokens": prior.get("tokens", 0), "seconds": seconds}
+
+
 def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     rank = dist.get_rank() if distributed else 0
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    device = pick_device(config.device)
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
@@ -153,12 +207,11 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     state = {"step": 0, "tokens": 0, "seconds": 0.0}
     if (checkpoint / "model.safetensors").exists():
         model = InfillModel.from_pretrained(checkpoint)
-        state = torch.load(checkpoint / "state.pt", weights_only=True)
+        state = torch.load(checkpoint / "state.pt", weights_only=True, map_location="cpu")
     elif config.init_from is not None:
         model = InfillModel.from_pretrained(config.init_from).float()
-        prior = json.loads((config.init_from / "training.json").read_text())
-        state = {"step": prior["steps"], "tokens": prior["tokens"], "seconds": prior.get("seconds") or 0.0}
-        state["schedule_start"] = state["step"]
+        state = prior_training(config.init_from)
+        state["schedule_start"], state["schedule_seconds"] = state["step"], state["seconds"]
     else:
         model_config = InfillConfig(vocab_size=tok.vocab_size, context_length=config.seq_len, **config.model)
         model = InfillModel(model_config)
@@ -173,6 +226,7 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr,
         betas=(0.9, 0.95),
+        fused=device.type == "cuda",
     )
     if "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
@@ -184,54 +238,86 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     start_step, tokens, started = state["step"], state["tokens"], time.time()
     first = state.get("schedule_start", 0)
     seconds_before = state.get("seconds", 0.0)
+    schedule_seconds = state.get("schedule_seconds", 0.0)  # the run's seconds when this schedule began
+    budget = None if config.budget_minutes is None else 60 * config.budget_minutes
+
+    def elapsed() -> float:
+        """Seconds of training in this schedule, over all runs."""
+        return seconds_before + time.time() - started - schedule_seconds
+
+    fresh = not (config.out / "log.jsonl").exists()
     log = (config.out / "log.jsonl").open("a") if rank == 0 else None
-    bar = tqdm(
-        range(start_step, config.steps),
-        initial=start_step,
-        total=config.steps,
-        disable=rank != 0,
-        desc="train",
-    )
-    step = start_step
-    for step in bar:
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, config, first)
-        batch = {name: tensor.to(device) for name, tensor in next(stream).items()}
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
-            loss = objective(**batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        tokens += int(batch["attention_mask"].sum()) * (dist.get_world_size() if distributed else 1)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-        done = step + 1
-        out_of_time = config.minutes is not None and time.time() - started > config.minutes * 60
-        if distributed:  # every rank must stop at the same step, or the others wait forever
-            flag = torch.tensor(float(out_of_time), device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            out_of_time = bool(flag.item())
-        if rank == 0 and (done % config.eval_every == 0 or done == config.steps or out_of_time):
-            record = {
-                "step": done,
-                "loss": loss.item(),
-                "tokens": tokens,
-                "seconds": seconds_before + time.time() - started,
-                "lr": learning_rate(step, config, first),
-            }
-            if eval_batch is not None:
-                model.eval()
-                with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
-                    record["heldout_loss"] = plain_objective(**eval_batch).item()
-                model.train()
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-        if rank == 0 and (done % config.checkpoint_every == 0 or done == config.steps or out_of_time):
-            seconds = seconds_before + time.time() - started
-            progress = {"step": done, "tokens": tokens, "seconds": seconds, "schedule_start": first}
-            save_checkpoint(checkpoint, model, tok, optimizer, progress)
-        if out_of_time:
-            break
+    if log and fresh and eval_batch is not None:  # where the held-out loss starts from
+        start = {"step": start_step, "tokens": tokens, "seconds": seconds_before}
+        log.write(
+            json.dumps(
+                {**start, "heldout_loss": heldout_loss(plain_objective, eval_batch, device, config.bf16)}
+            )
+            + "\n"
+        )
+    if budget is None:
+        bar = tqdm(total=config.steps, initial=start_step, disable=rank != 0, desc="train", unit="step")
+    else:  # a time budget: the bar counts seconds, so it shows the time left
+        shape = "{l_bar}{bar}| {n}/{total} s [{elapsed}<{remaining}{postfix}]"
+        initial = min(round(elapsed()), round(budget))
+        bar = tqdm(total=round(budget), initial=initial, disable=rank != 0, desc="train", bar_format=shape)
+    step, last_checkpoint, shown = start_step, time.time(), bar.n
+    with StopSignal() as stop:
+        while step < config.steps and (budget is None or elapsed() < budget):
+            lr = learning_rate(step, config, first, elapsed())
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            cpu_batch = next(stream)
+            tokens += int(cpu_batch["attention_mask"].sum()) * (dist.get_world_size() if distributed else 1)
+            batch = {name: tensor.to(device, non_blocking=True) for name, tensor in cpu_batch.items()}
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                loss = objective(**batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            step = done = step + 1
+            if budget is None:
+                bar.update(1)
+            else:
+                now = min(round(elapsed()), round(budget))
+                bar.update(now - shown)
+                shown = now
+            if done % 10 == 0:
+                bar.set_postfix(loss=f"{loss.item():.3f}", step=done)
+            stopping = stop.raised or (budget is not None and elapsed() >= budget)
+            run_over = config.minutes is not None and time.time() - started > 60 * config.minutes
+            stopping = stopping or run_over
+            if distributed:  # every rank must stop at the same step, or the others wait forever
+                flag = torch.tensor(float(stopping), device=device)
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+                stopping = bool(flag.item())
+            last = stopping or done == config.steps
+            if rank == 0 and (done % config.eval_every == 0 or last):
+                seconds = seconds_before + time.time() - started
+                record = {
+                    "step": done,
+                    "loss": loss.item(),
+                    "tokens": tokens,
+                    "seconds": seconds,
+                    "lr": lr,
+                    "tokens_per_s": (tokens - state["tokens"]) / max(1e-9, time.time() - started),
+                }
+                if eval_batch is not None:
+                    record["heldout_loss"] = heldout_loss(plain_objective, eval_batch, device, config.bf16)
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+            every = config.checkpoint_minutes
+            due = every is not None and time.time() - last_checkpoint > 60 * every
+            if rank == 0 and (done % config.checkpoint_every == 0 or last or due):
+                seconds = seconds_before + time.time() - started
+                progress = {"step": done, "tokens": tokens, "seconds": seconds, "schedule_start": first,
+                            "schedule_seconds": schedule_seconds}  # fmt: skip
+                save_checkpoint(checkpoint, model, tok, optimizer, progress)
+                last_checkpoint = time.time()
+            if stopping:
+                break
+    bar.close()
     if distributed:  # rank 0 may still be checkpointing: meet, drop DDP's hooks, then leave together
         dist.barrier()
         del objective
@@ -240,3 +326,23 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         log.close()
         (config.out / "train_config.json").write_text(json.dumps(asdict(config), default=str, indent=1))
     return checkpoint
+
+
+def heldout_loss(objective: DiffusionLoss, batch: dict, device: torch.device, bf16: bool) -> float:
+    objective.model.eval()
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        value = objective(**batch).item()
+    objective.model.train()
+    return value
+
+
+def finished(config: TrainConfig) -> bool:
+    """Whether the checkpoint in `config.out` has used up its steps or its time budget."""
+    path = config.out / "checkpoint" / "state.pt"
+    if not path.is_file():
+        return False
+    state = torch.load(path, weights_only=True, map_location="cpu")
+    if state["step"] >= config.steps:
+        return True
+    trained = state.get("seconds", 0.0) - state.get("schedule_seconds", 0.0)
+    return config.budget_minutes is not None and trained >= 60 * config.budget_minutes
