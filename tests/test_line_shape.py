@@ -88,10 +88,11 @@ def test_keep_line_shape(text, start, end, fill, expected):
 
 
 def test_the_shipped_model_keeps_the_blank_line_after_a_linewise_selection():
-    """The issue's case: lines 28-29 of infill/canvas.py selected linewise (the range ends at
+    """The issue's case: lines 28-29 of tests/nvim/linewise_sample.py (a copy of
+    infill/canvas.py) selected linewise (the range ends at
     column 0 of line 30, a blank line). The shipped model writes these lines without a final
     line break (6 seeds of 6 before the rule), which took the blank line away."""
-    source = pathlib.Path(__file__).resolve().parent.parent / "infill" / "canvas.py"
+    source = pathlib.Path(__file__).resolve().parent / "nvim" / "linewise_sample.py"
     text = source.read_text(encoding="utf-8")
     lines = text.split("\n")
     assert lines[29] == ""

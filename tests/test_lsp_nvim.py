@@ -1,8 +1,12 @@
-"""A real editor as the client: headless Neovim (0.7, Debian's) runs tests/nvim/fill_action.lua.
+"""A real editor as the client: headless Neovim (0.7, Debian's) with the plugin in editors/nvim.
 
-The script loads the plugin in editors/nvim, which starts infill-lsp (with a tiny random model)
-for the Python buffer; it lists code actions for a range, resolves "fill selection", applies the
+tests/nvim/fill_action.lua: the plugin starts infill-lsp (with a tiny random model) for the
+Python buffer; the script lists code actions for a range, resolves "fill selection", applies the
 workspace edit and writes the file. The file must change only inside the selection.
+
+tests/nvim/command.lua: the plugin's commands (:InfillFill, :InfillFix, :InfillDoc,
+:InfillAlternatives) on a linewise (`V`) or charwise (`v`) selection or at the cursor, as a user
+runs them (the shipped model for the issue's linewise case, tiny ones for the rest).
 
 Neovim must be installed (`apt-get install -y neovim`; .ci/run does): without it these tests
 skip with a loud reason, or fail when CI is set, so that a missing install step in CI cannot
@@ -11,6 +15,7 @@ hide (tests/external.py).
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pathlib
@@ -135,3 +140,132 @@ def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(nvim, tmp_path, cont
     assert report["kind"] == "quickfix"
     assert report["titles"][0] == "Infill: fix syntax error (repair statement on line 11)"
     assert_changed_only_inside(broken, 10, 10, original, written)
+
+
+# ---------------------------------------------------------------------- the plugin's commands
+
+COMMAND_SCRIPT = ROOT / "tests" / "nvim" / "command.lua"
+
+
+def run_command(nvim, tmp_path, model, lines, command, select, init=None, pick=None, diagnostics=False):
+    """Write ``lines`` to a .py file; in nvim, make the selection ``select`` (see
+    tests/nvim/command.lua) and run ``command``; return the report and the original and written
+    text. ``model`` None: the shipped model."""
+    source = tmp_path / "example.py"
+    original = "\n".join(lines) + "\n"
+    source.write_bytes(original.encode("utf-8"))
+    report_path = tmp_path / "report.json"
+    options = {"threads": 1, "steps": 8, **(init or {})}
+    if model is not None:
+        options["modelPath"] = str(model)
+    env = {
+        "INFILL_PLUGIN": str(PLUGIN),
+        "INFILL_CMD": json.dumps([sys.executable, "-m", "lsp_server.server"]),
+        "INFILL_INIT": json.dumps(options),
+        "INFILL_FILE": str(source),
+        "INFILL_COMMAND": command,
+        "INFILL_SELECT": select,
+        "INFILL_REPORT": str(report_path),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    if pick is not None:
+        env["INFILL_PICK"] = str(pick)
+    if diagnostics:
+        env["INFILL_WAIT_DIAGNOSTICS"] = "1"
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        env[name] = str(tmp_path / name.lower())
+    command_line = [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n"]
+    command_line += ["-c", f"luafile {COMMAND_SCRIPT}", "-c", "cquit 3"]
+    done = subprocess.run(
+        command_line, env={**os.environ, **env}, cwd=tmp_path, capture_output=True, timeout=300, check=False
+    )
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    assert done.returncode == 0, (done.returncode, report, done.stderr.decode(errors="replace")[-2000:])
+    assert report["steps"][-3:] == ["ran", "done", "written"]
+    return report, original, source.read_bytes().decode("utf-8")
+
+
+def assert_lines_replaced(original: str, written: str, first: int, last: int) -> str:
+    """Only lines first..last (0-based) changed, and into whole lines: the lines before and after
+    (the blank line after the selection too) are still lines of their own. Returns the fill."""
+    old_lines = original.split("\n")
+    before = "".join(line + "\n" for line in old_lines[:first])
+    after = "\n".join(old_lines[last + 1 :])
+    assert written.startswith(before) and written.endswith(after)
+    fill = written[len(before) : len(written) - len(after)]
+    assert fill.endswith("\n"), f"the fill {fill!r} does not end at a line boundary"
+    assert "<mask>" not in fill and "<null>" not in fill
+    assert written != original
+    return fill
+
+
+def test_infill_fill_linewise_with_the_shipped_model_keeps_the_blank_line_after(nvim, tmp_path):
+    """The issue's case: line 29 of tests/nvim/linewise_sample.py (a copy of infill/canvas.py)
+    selected with `V` (the range ends at column 0 of line 30, a blank line), :'<,'>InfillFill.
+    The shipped model writes this line without a final line break (at temperature 0); the fill
+    must end with one all the same."""
+    lines = (ROOT / "tests" / "nvim" / "linewise_sample.py").read_text(encoding="utf-8").split("\n")[:-1]
+    assert lines[29] == ""
+    init = {"steps": 32, "syntaxRestarts": 1}
+    report, original, written = run_command(nvim, tmp_path, None, lines, "InfillFill", "lines:29-29", init)
+    assert report["last"]["title"] == "Infill: fill selection"
+    assert_lines_replaced(original, written, 28, 28)
+
+
+def test_infill_fill_charwise_changes_only_the_characters_selected(nvim, tmp_path, tiny_model):
+    # line 1: "# Café ☕: ..."; from "C" (byte 2) to "☕" (bytes 8-10) included: multi-byte
+    # characters, so byte columns, characters and UTF-16 units all differ.
+    report, original, written = run_command(nvim, tmp_path, tiny_model, LINES, "InfillFill", "chars:1:2-1:8")
+    assert report["last"]["title"] == "Infill: fill selection"
+    assert written.startswith("# ") and written.endswith(": bytes" + original.split(": bytes", 1)[1])
+    assert written != original
+
+
+def test_infill_fill_at_the_cursor_fills_the_node_there(nvim, tmp_path, tiny_model):
+    report, original, written = run_command(nvim, tmp_path, tiny_model, LINES, "InfillFill", "cursor:11:12")
+    assert report["last"]["title"].startswith("Infill: fill ")
+    old_lines = original.split("\n")
+    assert written.startswith("".join(line + "\n" for line in old_lines[:10]))
+    assert written.endswith("\n" + "\n".join(old_lines[11:]))
+    assert written != original
+
+
+def test_infill_fix_at_the_cursor_takes_the_quick_fix(nvim, tmp_path, contrarian_model):
+    broken = list(LINES)
+    broken[10] = "    total = = sum(values)"
+    report, original, written = run_command(
+        nvim, tmp_path, contrarian_model, broken, "InfillFix", "cursor:11:12", diagnostics=True
+    )
+    assert report["last"]["title"] == "Infill: fix syntax error (repair statement on line 11)"
+    old_lines = original.split("\n")
+    assert written.startswith("".join(line + "\n" for line in old_lines[:10]))
+    assert written.endswith("\n" + "\n".join(old_lines[11:]))
+    assert written != original
+
+
+def test_infill_fix_linewise_selection(nvim, tmp_path, contrarian_model):
+    report, original, written = run_command(
+        nvim, tmp_path, contrarian_model, LINES, "InfillFix", "lines:11-12"
+    )
+    assert report["last"]["title"] == "Infill: fix selection"
+    assert_lines_replaced(original, written, 10, 11)
+
+
+def test_infill_doc_adds_a_docstring_to_the_definition_at_the_cursor(nvim, tmp_path, tiny_model):
+    report, original, written = run_command(nvim, tmp_path, tiny_model, LINES, "InfillDoc", "cursor:11:4")
+    assert report["last"]["title"] == "Infill: add docstring to function mean"
+    old_lines, new_lines = original.split("\n"), written.split("\n")
+    assert new_lines[:10] == old_lines[:10] and new_lines[-6:] == old_lines[-6:]
+    assert new_lines[10].startswith('    """') or new_lines[10].startswith('    r"""')
+    ast.parse(written)
+
+
+def test_infill_alternatives_applies_the_best_then_the_one_picked(nvim, tmp_path, tiny_model):
+    init = {"alternatives": 3, "temperature": 0.8}
+    report, original, written = run_command(
+        nvim, tmp_path, tiny_model, LINES, "InfillAlternatives", "lines:11-12", init, pick=1
+    )
+    menu = report["menu"]
+    assert menu and all(title.startswith("Infill: alternative ") for title in menu)
+    assert report["last"]["title"] == menu[0]
+    assert_lines_replaced(original, written, 10, 11)

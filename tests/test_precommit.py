@@ -153,6 +153,17 @@ def test_several_files_per_call_bad_ones_left_untouched(tmp_path, tiny, capsys):
     assert main(["--model", str(tiny), str(good), str(other)]) == EXIT_OK  # nothing left to add
 
 
+def test_a_file_keeps_its_bom_and_crlf_line_endings(tmp_path, tiny):
+    windows = tmp_path / "windows.py"
+    original = b"\xef\xbb\xbf" + MODULE.replace("\n", "\r\n").encode()
+    windows.write_bytes(original)
+    assert main(["--model", str(tiny), str(windows)]) == EXIT_CHANGED
+    data = windows.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and data != original
+    assert b"\n" not in data.replace(b"\r\n", b"")  # every line break is still CRLF
+    ast.parse(data.decode("utf-8-sig"))
+
+
 def test_no_missing_docstring_needs_no_model(tmp_path):
     done = tmp_path / "done.py"
     done.write_text('def f():\n    """Done."""\n')
