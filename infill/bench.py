@@ -51,11 +51,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from infill.backend import DEFAULT_MODEL_DIR, Denoiser, load_backend
+from infill.backend import DEFAULT_MODEL_DIR, Denoiser
 from infill.document import Document, document_from_bytes
 from infill.engine import InfillOptions, infill
-from infill.errors import InputError
+from infill.errors import InputError, ModelError
 from infill.evalset import EvalFunction, load_functions
+from infill.models import load
 from infill.repair import RepairOptions, repair
 from infill.sampler import MULTI_LINE_STEPS, ONE_LINE_STEPS, ORDERS, SamplerConfig
 from infill.spans import Span, line_span
@@ -553,8 +554,15 @@ def parse_kinds(text: str) -> list[str]:
     return kinds
 
 
+def load_backend(args: argparse.Namespace) -> Denoiser:
+    """The model --model, --device, --dtype and --threads name (infill.models.load)."""
+    return load(
+        args.model, args.device, args.dtype, threads=args.threads, trust_remote_code=args.trust_remote_code
+    )
+
+
 def quality(args: argparse.Namespace) -> dict:
-    return run_quality(load_backend(args.model, threads=args.threads), args)
+    return run_quality(load_backend(args), args)
 
 
 SPEED_FILE_LINES = 200
@@ -574,7 +582,7 @@ def speed(args: argparse.Namespace) -> dict:
     code = code_lines(text)
     one, ten = code[len(code) // 2], code[len(code) // 2]
     started = time.perf_counter()
-    backend = load_backend(args.model, threads=args.threads)
+    backend = load_backend(args)
     load_seconds = time.perf_counter() - started
     document = document_from_bytes(text.encode())
     variants = {
@@ -604,7 +612,9 @@ def speed(args: argparse.Namespace) -> dict:
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:
-                command += ["--model", str(args.model)]
+                command += ["--model", str(args.model), "--device", args.device, "--dtype", args.dtype]
+            if args.trust_remote_code:
+                command += ["--trust-remote-code"]
             cli = []
             for _ in range(args.repeat):
                 t = time.perf_counter()
@@ -668,7 +678,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes"])
-    parser.add_argument("--model", type=Path, default=None, help="model directory (default: the shipped one)")
+    parser.add_argument("--model", type=Path, default=None,
+                        help="checkpoint folder, any family infill.models.load takes "
+                        "(default: the shipped model)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="cuda, mps, cpu or auto")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run the checkpoint's own modeling code (never without this flag)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)
@@ -704,7 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.what == "lsp" and args.runs < 1:
         parser.error("--runs must be at least 1")
-    results = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes}[args.what](args)
+    try:
+        results = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes}[args.what](args)
+    except ModelError as error:
+        print(f"infill-bench: model error: {error}", file=sys.stderr)
+        return 3
     if results is None:
         return 1
     if args.json:
