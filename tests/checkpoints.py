@@ -227,7 +227,8 @@ def end_of_text_prone(model, state: dict[str, torch.Tensor], head: str, null_id:
     ids[0, 20:80] = mask_id
     length = ids.shape[1]
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=torch.zeros(1, 1, length, length), output_hidden_states=True)
+        open_mask = torch.zeros(1, 1, length, length)
+        out = model(input_ids=ids, attention_mask=open_mask, output_hidden_states=True)
     mean = out.hidden_states[-1][0, 20:80].float().mean(0)
     state[head][null_id] = (12 * mean / (mean @ mean)).to(torch.bfloat16)  # a logit of about 12
 

@@ -350,7 +350,8 @@ def test_remote_code_runs_only_when_the_user_opts_in(checkpoints, tmp_path, monk
     path = tmp_path / "sample.py"
     path.write_text(CODE)
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "hf-modules"))
-    args = [str(path), "--lines", "9", "--model", str(folder), "--device", "cpu", "--steps", "2", "--budget", "4"]
+    args = [str(path), "--lines", "9", "--model", str(folder), "--device", "cpu", "--steps", "2"]
+    args += ["--budget", "4", "--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0"]
     assert main(args) == EXIT_OK and not marker.exists()
     assert main([*args, "--trust-remote-code"]) == EXIT_MODEL  # our dummy remote code raises...
     assert marker.exists()  # ...after proving that the opt-in really hands over to it
