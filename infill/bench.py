@@ -674,10 +674,32 @@ def sizes(args: argparse.Namespace) -> dict:
     return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows]}
 
 
+def shapes(args: argparse.Namespace) -> dict:
+    """The published families' real shapes with random weights: pass and fill times, peak memory."""
+    import torch
+
+    from infill.models import pick_device, pick_dtype
+    from infill.shapes import SHAPES, format_rows, measure_shape
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    dtype = pick_dtype(args.dtype, device)
+    text = speed_file()
+    code = code_lines(text)
+    span = line_span(text, code[len(code) // 2], code[len(code) // 2])
+    rows = [measure_shape(name, text, span, device, dtype, args.passes, args.repeat) for name in args.shapes]
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes (a full one every "
+          f"{SamplerConfig.cache_refresh}), {torch.get_num_threads()} threads, random weights")  # fmt: skip
+    print(format_rows(rows))
+    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows],
+            "known_shapes": list(SHAPES)}  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes"])
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes"])
     parser.add_argument("--model", type=Path, default=None,
                         help="checkpoint folder, any family infill.models.load takes "
                         "(default: the shipped model)")  # fmt: skip
@@ -709,7 +731,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
-    parser.add_argument("--passes", type=int, default=12, help="sizes: denoising passes per fill")
+    parser.add_argument("--passes", type=int, default=12, help="sizes, shapes: denoising passes per fill")
+    parser.add_argument("--shapes", type=lambda v: v.split(","), default=["open-dcoder-0.5b"],
+                        help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)")
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser
@@ -721,7 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "lsp" and args.runs < 1:
         parser.error("--runs must be at least 1")
     try:
-        results = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes}[args.what](args)
+        modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes}
+        results = modes[args.what](args)
     except ModelError as error:
         print(f"infill-bench: model error: {error}", file=sys.stderr)
         return 3

@@ -414,3 +414,32 @@ async def test_the_server_fills_a_selection_with_each_family(lsp_client: Languag
         assert not [leak for leak in leaks_of(loaded(family)) if leak in filled]
     errors = [m.message for m in lsp_client.messages if m.type == types.MessageType.Error]
     assert errors == []
+
+
+def test_the_shapes_benchmark_times_a_family_shape(monkeypatch, capsys, tmp_path):
+    """infill-bench shapes on a tiny stand-in shape (the real ones take minutes on a CPU)."""
+    from infill import bench, shapes
+    from infill.models.decoder import DecoderConfig
+
+    tiny = DecoderConfig(151936, 32, 64, 2, 4, 2, 8, 1e6, 1e-6, qkv_bias=True, tied_head=True)
+    monkeypatch.setitem(shapes.SHAPES, "tiny-qwen2", (tiny, 151665, 151643, True, 151643))
+    monkeypatch.setattr(bench, "heldout_sources", lambda: [("sample.py", SMALL * 30)])
+    out = tmp_path / "shapes.json"
+    argv = [
+        "shapes",
+        "--shapes",
+        "tiny-qwen2",
+        "--passes",
+        "3",
+        "--repeat",
+        "1",
+        "--device",
+        "cpu",
+        "--json",
+        str(out),
+    ]
+    assert bench.main(argv) == 0
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["fill_passes"] == 3 and row["span"] >= 1 and row["canvas"] > row["span"]
+    assert row["full_pass_ms"] > 0 and row["cached_pass_ms"] > 0 and row["peak_mib"] > 0
+    assert "tiny-qwen2" in capsys.readouterr().out
