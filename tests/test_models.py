@@ -194,6 +194,7 @@ def test_cli_fill_fix_document_and_alternatives(family, checkpoints, loaded, tmp
     lines = SMALL.splitlines(keepends=True)
 
     assert main([str(path), "--lines", "5", "--write", *quick, "--syntax-restarts", "0"]) == EXIT_OK
+    assert "parameters in float32 on cpu" in capsys.readouterr().err  # said before loading
     after = path.read_text()
     assert after.startswith("".join(lines[:4])) and after.endswith("".join(lines[5:]))
     assert not [leak for leak in leaks if leak in after]
