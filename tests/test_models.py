@@ -24,7 +24,7 @@ from infill.cli import EXIT_MODEL, EXIT_OK, main
 from infill.document import document_from_bytes
 from infill.engine import InfillOptions, infill
 from infill.errors import ModelError
-from infill.models import load
+from infill.models import load, pick_device, pick_dtype
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.sampler import SamplerConfig
 from infill.spans import line_span
@@ -444,3 +444,27 @@ def test_the_shapes_benchmark_times_a_family_shape(monkeypatch, capsys, tmp_path
     assert row["fill_passes"] == 3 and row["span"] >= 1 and row["canvas"] > row["span"]
     assert row["full_pass_ms"] > 0 and row["cached_pass_ms"] > 0 and row["peak_mib"] > 0
     assert "tiny-qwen2" in capsys.readouterr().out
+
+
+def test_device_and_dtype_choices(checkpoints, tmp_path, capsys):
+    assert pick_dtype("auto", torch.device("cpu")) == torch.float32
+    assert pick_dtype(None, torch.device("cuda")) == torch.bfloat16
+    assert pick_device("cpu") == torch.device("cpu")
+    path = tmp_path / "sample.py"
+    path.write_text(SMALL)
+    if not torch.cuda.is_available():
+        args = [
+            str(path),
+            "--lines",
+            "5",
+            "--write",
+            "--model",
+            str(checkpoints["Dream"][0]),
+            "--device",
+            "cuda",
+        ]
+        assert main(args) == EXIT_MODEL
+        assert "device cuda is not available" in capsys.readouterr().err
+    with pytest.raises(ModelError, match="unknown device"):
+        pick_device("tpu-of-dreams")
+    assert path.read_text() == SMALL
