@@ -51,11 +51,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from infill.backend import DEFAULT_MODEL_DIR, Denoiser, load_backend
+from infill.backend import DEFAULT_MODEL_DIR, Denoiser
 from infill.document import Document, document_from_bytes
 from infill.engine import InfillOptions, infill
-from infill.errors import InputError
+from infill.errors import InputError, ModelError
 from infill.evalset import EvalFunction, load_functions
+from infill.models import load
 from infill.repair import RepairOptions, repair
 from infill.sampler import MULTI_LINE_STEPS, ONE_LINE_STEPS, ORDERS, SamplerConfig
 from infill.spans import Span, line_span
@@ -559,8 +560,15 @@ def parse_kinds(text: str) -> list[str]:
     return kinds
 
 
+def load_backend(args: argparse.Namespace) -> Denoiser:
+    """The model --model, --device, --dtype and --threads name (infill.models.load)."""
+    return load(
+        args.model, args.device, args.dtype, threads=args.threads, trust_remote_code=args.trust_remote_code
+    )
+
+
 def quality(args: argparse.Namespace) -> dict:
-    return run_quality(load_backend(args.model, threads=args.threads), args)
+    return run_quality(load_backend(args), args)
 
 
 SPEED_FILE_LINES = 200
@@ -580,7 +588,7 @@ def speed(args: argparse.Namespace) -> dict:
     code = code_lines(text)
     one, ten = code[len(code) // 2], code[len(code) // 2]
     started = time.perf_counter()
-    backend = load_backend(args.model, threads=args.threads)
+    backend = load_backend(args)
     load_seconds = time.perf_counter() - started
     document = document_from_bytes(text.encode())
     variants = {
@@ -615,7 +623,9 @@ def speed(args: argparse.Namespace) -> dict:
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:
-                command += ["--model", str(args.model)]
+                command += ["--model", str(args.model), "--device", args.device, "--dtype", args.dtype]
+            if args.trust_remote_code:
+                command += ["--trust-remote-code"]
             cli = []
             for _ in range(args.repeat):
                 t = time.perf_counter()
@@ -675,11 +685,39 @@ def sizes(args: argparse.Namespace) -> dict:
     return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows]}
 
 
+def shapes(args: argparse.Namespace) -> dict:
+    """The published families' real shapes with random weights: pass and fill times, peak memory."""
+    import torch
+
+    from infill.models import pick_device, pick_dtype
+    from infill.shapes import SHAPES, format_rows, measure_shape
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    dtype = pick_dtype(args.dtype, device)
+    text = speed_file()
+    code = code_lines(text)
+    span = line_span(text, code[len(code) // 2], code[len(code) // 2])
+    rows = [measure_shape(name, text, span, device, dtype, args.passes, args.repeat) for name in args.shapes]
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes (a full one every "
+          f"{SamplerConfig.cache_refresh}), {torch.get_num_threads()} threads, random weights")  # fmt: skip
+    print(format_rows(rows))
+    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows],
+            "known_shapes": list(SHAPES)}  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes"])
-    parser.add_argument("--model", type=Path, default=None, help="model directory (default: the shipped one)")
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes"])
+    parser.add_argument("--model", type=Path, default=None,
+                        help="checkpoint folder, any family infill.models.load takes "
+                        "(default: the shipped model)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="cuda, mps, cpu or auto")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run the checkpoint's own modeling code (never without this flag)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)
@@ -708,7 +746,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
-    parser.add_argument("--passes", type=int, default=12, help="sizes: denoising passes per fill")
+    parser.add_argument("--passes", type=int, default=12, help="sizes, shapes: denoising passes per fill")
+    parser.add_argument("--shapes", type=lambda v: v.split(","), default=["open-dcoder-0.5b"],
+                        help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)")
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser
@@ -719,7 +759,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.what == "lsp" and args.runs < 1:
         parser.error("--runs must be at least 1")
-    results = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes}[args.what](args)
+    try:
+        modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes}
+        results = modes[args.what](args)
+    except ModelError as error:
+        print(f"infill-bench: model error: {error}", file=sys.stderr)
+        return 3
     if results is None:
         return 1
     if args.json:

@@ -93,7 +93,7 @@ class InfillLanguageServer(LanguageServer):
         self.configured = asyncio.Event()  # set while no configuration request is unanswered
         self._pulls = 0  # configuration requests in flight
         self.backend: Any = None  # the loaded Denoiser, on the first fill
-        self.backend_key: tuple[str | None, int | None] | None = None  # (model path, threads) loaded
+        self.backend_key: tuple | None = None  # Settings.model_key() of the model loaded
         self.backend_error: str | None = None  # why loading backend_key failed (not retried)
         self._backend_lock = asyncio.Lock()
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
@@ -197,7 +197,7 @@ class InfillLanguageServer(LanguageServer):
         again after the model path changes); RequestFailed if it cannot be, shown once."""
         async with self._backend_lock:
             settings = self.settings
-            key = (settings.model_path, settings.threads)
+            key = settings.model_key()
             if key != self.backend_key:
                 self.backend, self.backend_key, self.backend_error = None, key, None
                 where = settings.model_path or "the model shipped with infill"
@@ -278,11 +278,13 @@ class InfillLanguageServer(LanguageServer):
             self.jobs.finish(job)
 
 
-def _load_backend(path: str | None, threads: int | None) -> Any:
+def _load_backend(
+    path: str | None, threads: int | None, device: str, dtype: str, trust_remote_code: bool
+) -> Any:
     """In the worker thread: importing torch and transformers alone takes seconds."""
-    from infill.backend import load_backend
+    from infill.models import load
 
-    return load_backend(path, threads=threads)
+    return load(path, device, dtype, threads=threads, trust_remote_code=trust_remote_code)
 
 
 def is_python(document: TextDocument, uri: str) -> bool:

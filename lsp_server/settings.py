@@ -4,7 +4,11 @@ Recognised keys (all optional), the same in ``initializationOptions`` and in the
 section of the client's configuration (``workspace/configuration``,
 ``workspace/didChangeConfiguration``)::
 
-    {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package
+    {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package; any folder
+                                           # infill.models.load takes (Dream, DiffuCoder, LLaDA, ...)
+     "device": "auto",                     # cuda, mps, cpu or auto (the first available)
+     "dtype": "auto",                      # float32, bfloat16, float16 or auto (bf16 on a GPU)
+     "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)
      "steps": 32,                          # cap on denoising passes per fill; default: 16 for
                                            # spans of one line or less, 128 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from infill.engine import InfillOptions
 
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 SECTION = "infill"
 """The configuration section the server asks the client for."""
 
@@ -48,6 +53,9 @@ class Settings:
     syntax_edits: int | None = None
     syntax_restarts: int | None = None
     pass_budget: int | None = None
+    device: str = "auto"  # these three: how infill.models.load loads model_path
+    dtype: str = "auto"
+    trust_remote_code: bool = False
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -72,12 +80,19 @@ class Settings:
 
     def needs_reload(self, other: Settings) -> bool:
         """Whether going from these settings to ``other`` needs the model loaded again."""
-        return (self.model_path, self.threads) != (other.model_path, other.threads)
+        return self.model_key() != other.model_key()
+
+    def model_key(self) -> tuple:
+        """What `infill.models.load` is called with: a change means loading the model again."""
+        return (self.model_path, self.threads, self.device, self.dtype, self.trust_remote_code)
 
 
 _KEYS = {
     # option name: (Settings field, check, what it must be)
     "modelPath": ("model_path", lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+    "device": ("device", lambda v: isinstance(v, str) and v != "", "a device name (cuda, mps, cpu, auto)"),
+    "dtype": ("dtype", lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
+    "trustRemoteCode": ("trust_remote_code", lambda v: isinstance(v, bool), "true or false"),
     "steps": ("steps", lambda v: _is_int(v) and v >= 1, "a positive integer"),
     "temperature": (
         "temperature",

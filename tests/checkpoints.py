@@ -56,6 +56,7 @@ LLADA_ADDED = {
     "<|end_header_id|>": 126347,
     "<|eot_id|>": 126348,
 }
+SAMPLE = (pathlib.Path(infill.__file__).parent / "edits.py").read_text(encoding="utf-8")[:1500]
 FAMILIES = ("Dream", "DreamOn", "Open-dCoder", "LLaDA")
 SIZES = dict(hidden=32, intermediate=64, layers=2, heads=4)
 
@@ -217,13 +218,19 @@ def llada_name(llama_name: str) -> str:
     return llama_name
 
 
-def end_of_text_prone(state: dict[str, torch.Tensor], head: str, null_id: int, content_id: int) -> None:
-    """Make the output layer pick end-of-text at about half the positions and one content token
-    at the others (opposite directions): spans then hold end-of-text, which must be read as null."""
-    direction = state[head][null_id].float()
-    direction = direction / direction.norm()
-    state[head][null_id] = (8 * direction).to(torch.bfloat16)
-    state[head][content_id] = (-8 * direction).to(torch.bfloat16)
+def end_of_text_prone(model, state: dict[str, torch.Tensor], head: str, null_id: int, mask_id: int) -> None:
+    """Make the output layer choose end-of-text at masked positions (its row along the mean final
+    hidden state of masked positions on a sample canvas, by `model`, transformers' own class
+    holding `state`): spans are then all end-of-text, which the engine must read as null."""
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    ids = torch.tensor([base_bpe().encode(SAMPLE).ids])
+    ids[0, 20:80] = mask_id
+    length = ids.shape[1]
+    with torch.no_grad():
+        open_mask = torch.zeros(1, 1, length, length)
+        out = model(input_ids=ids, attention_mask=open_mask, output_hidden_states=True)
+    mean = out.hidden_states[-1][0, 20:80].float().mean(0)
+    state[head][null_id] = (12 * mean / (mean @ mean)).to(torch.bfloat16)  # a logit of about 12
 
 
 def write_checkpoint(
@@ -231,12 +238,12 @@ def write_checkpoint(
 ) -> pathlib.Path:
     """A tiny `family` checkpoint in `directory`; returns the remote-code marker path."""
     directory.mkdir(parents=True, exist_ok=True)
-    content_id = vocab_and_merges()[0].get("Ġreturn", 300)
     if family == "LLaDA":
         model = llama_model(126464)
-        state = {llada_name(k): v for k, v in randomised(model, seed).items()}
+        state = randomised(model, seed)
         if eos_prone:
-            end_of_text_prone(state, "model.transformer.ff_out.weight", 126081, content_id)
+            end_of_text_prone(model, state, "lm_head.weight", 126081, 126336)
+        state = {llada_name(k): v for k, v in state.items()}
         config = {
             "architectures": ["LLaDAModelLM"],
             "auto_map": {
@@ -282,7 +289,7 @@ def write_checkpoint(
         state = randomised(model, seed)
         state.pop("lm_head.weight", None)  # tied: Qwen2.5-0.5B ships no lm_head
         if eos_prone:
-            end_of_text_prone(state, "model.embed_tokens.weight", 151643, content_id)
+            end_of_text_prone(model, state, "model.embed_tokens.weight", 151643, 151665)
         config = {
             "architectures": ["Qwen2ForCausalLM"],
             "model_type": "qwen2",
@@ -319,7 +326,7 @@ def write_checkpoint(
         model = qwen2_model(152064, tied=False)
         state = randomised(model, seed)
         if eos_prone:
-            end_of_text_prone(state, "lm_head.weight", 151643, content_id)
+            end_of_text_prone(model, state, "lm_head.weight", 151643, 151666)
         config = {
             "architectures": ["DreamModel"],
             "auto_map": {

@@ -7,13 +7,28 @@ code" files that leave a marker if imported: no test may find a marker unless it
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
+import pytest_lsp
 import torch
 from checkpoints import FAMILIES, llama_model, qwen2_model, write_checkpoint
+from lsp_support import SERVER, initialize_params, list_actions, open_document
+from lsprotocol import types
+from pytest_lsp import LanguageClient
 from safetensors.torch import load_file
 
-import infill.models
+from infill.canvas import span_text
+from infill.cli import EXIT_MODEL, EXIT_OK, main
+from infill.document import document_from_bytes
+from infill.engine import InfillOptions, infill
+from infill.errors import ModelError
+from infill.models import load, pick_device, pick_dtype
 from infill.models.denoiser import CachingCheckpointDenoiser
+from infill.sampler import SamplerConfig
+from infill.spans import line_span
+from lsp_server.settings import parse_settings
 
 CODE = '''import math
 
@@ -58,7 +73,7 @@ def loaded(checkpoints):
 
     def get(family: str) -> CachingCheckpointDenoiser:
         if family not in cache:
-            cache[family] = infill.models.load(checkpoints[family][0], "cpu", torch.float32)
+            cache[family] = load(checkpoints[family][0], "cpu", torch.float32)
         return cache[family]
 
     return get
@@ -143,3 +158,313 @@ def test_dream_tokenizer_matches_transformers_qwen2_tokenizer(checkpoints, loade
     ours = loaded("Dream")
     for text in (CODE, "naïve café = 12345\r\n\ttabs  and   spaces\n\n\n", "x='don't'; y = \"It's\"\n"):
         assert ours.encode(text) == theirs.encode(text, add_special_tokens=False)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def leaks_of(denoiser) -> list[str]:
+    """Texts that must never reach the user's file: every added token, and the step printer's marks."""
+    return [*denoiser.tokenizer.added, "░"]
+
+
+SMALL = """import math
+
+
+def mean(values):
+    total = sum(values)
+    return total / len(values)
+
+
+class Counter:
+    count = 0
+"""
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cli_fill_fix_document_and_alternatives(family, checkpoints, loaded, tmp_path, capsys):
+    """Each mode through the real CLI on each family: exit 0, no special token in what comes out,
+    nothing outside the span touched. (Random weights: what the model writes is gibberish; a
+    vocabulary of the real size makes every step cost, hence the small spans and few steps.)"""
+    leaks = leaks_of(loaded(family))
+    path = tmp_path / "sample.py"
+    path.write_text(SMALL)
+    model = ["--model", str(checkpoints[family][0]), "--device", "cpu", "--dtype", "float32", "--seed", "0"]
+    quick = [*model, "--steps", "2", "--budget", "6", "--syntax-rounds", "0", "--syntax-edits", "0"]
+    lines = SMALL.splitlines(keepends=True)
+
+    assert main([str(path), "--lines", "5", "--write", *quick, "--syntax-restarts", "0"]) == EXIT_OK
+    assert "parameters in float32 on cpu" in capsys.readouterr().err  # said before loading
+    after = path.read_text()
+    assert after.startswith("".join(lines[:4])) and after.endswith("".join(lines[5:]))
+    assert not [leak for leak in leaks if leak in after]
+    path.write_text(SMALL)
+
+    assert main([str(path), "--lines", "5-6", "--fix", "--json", *quick]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert [s["start"] for s in report["spans"]] == [SMALL.index("    total =")]
+    assert not [leak for leak in leaks if leak in json.dumps(report, ensure_ascii=False)]
+
+    assert main([str(path), "--document", "--json", *quick]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert {d["name"] for d in report["docstrings"]} == {"function mean", "class Counter"}
+    assert not [leak for leak in leaks if leak in json.dumps(report, ensure_ascii=False)]
+
+    assert main([str(path), "--lines", "6", "--alternatives", "2", "--json", *quick]) == EXIT_OK
+    candidates = json.loads(capsys.readouterr().out)
+    assert 1 <= len(candidates) <= 2
+    for candidate in candidates:
+        assert not [leak for leak in leaks if leak in candidate["new_text"]]
+    assert path.read_text() == SMALL  # only --write writes
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_end_of_text_in_a_span_is_the_null_and_never_text(family, checkpoints):
+    """A model that writes end-of-text into the span (as these models pad answers): the engine
+    takes it as its null, so the span's new text holds none of it (here: the lines go away)."""
+    denoiser = load(checkpoints[f"{family}-eos"][0], "cpu", torch.float32)
+    document = document_from_bytes(CODE.encode())
+    steps = []
+    options = InfillOptions(
+        SamplerConfig(seed=0, steps=8), syntax_rounds=0, syntax_edits=0, syntax_restarts=0
+    )
+    span = line_span(CODE, 9, 12)
+    result = infill(
+        denoiser, document, [span], options, on_step=lambda canvas, step: steps.append((canvas, step))
+    )
+    canvas, last = steps[-1]
+    slot = canvas.slots[0]
+    filled = last.ids[0, slot.start : slot.start + slot.length].tolist()
+    assert filled.count(denoiser.null_id) > slot.length // 2  # the model did write end-of-text
+    new_text = result.spans[0].new_text
+    assert "<|endoftext|>" not in new_text and len(new_text) < 20
+    end_of_text = denoiser.null_id
+    content = denoiser.encode("return 1")
+    assert span_text(denoiser, [*content, end_of_text, end_of_text]) == "return 1"
+    assert span_text(denoiser, [end_of_text, *content, end_of_text]) == "return 1"
+
+
+def test_settings_name_the_device_dtype_and_remote_code_opt_in():
+    settings, warnings = parse_settings({"modelPath": "/m", "device": "cuda", "dtype": "bfloat16"})
+    assert warnings == [] and (settings.device, settings.dtype, settings.trust_remote_code) == (
+        "cuda",
+        "bfloat16",
+        False,
+    )
+    assert settings.needs_reload(parse_settings({"trustRemoteCode": True}, settings)[0])
+    assert settings.needs_reload(parse_settings({"dtype": "float32"}, settings)[0])
+    assert not settings.needs_reload(parse_settings({"steps": 3}, settings)[0])
+    assert parse_settings({"dtype": "int8"})[1] == [
+        "initializationOptions.dtype should be one of auto, float32, bfloat16, float16, got 'int8': ignored"
+    ]
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def broken_copy(checkpoints, tmp_path, family: str = "Dream"):
+    folder = tmp_path / "broken"
+    shutil.copytree(checkpoints[family][0], folder)
+    return folder
+
+
+def edit_json(path, **changes):
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def no_weights(folder):
+    for shard in folder.glob("*.safetensors"):
+        shard.unlink()
+    (folder / "model.safetensors.index.json").unlink()
+
+
+def pickle_only(folder):
+    no_weights(folder)
+    (folder / "pytorch_model.bin").write_bytes(b"not even a pickle")
+
+
+def missing_shard(folder):
+    (folder / "model-00002-of-00003.safetensors").unlink()
+
+
+def unknown_model_type(folder):
+    edit_json(folder / "config.json", model_type="mamba")
+
+
+def mask_not_in_tokenizer(folder):
+    added = json.loads((folder / "added_tokens.json").read_text())
+    del added["<|mask|>"]
+    (folder / "added_tokens.json").write_text(json.dumps(added))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    del config["added_tokens_decoder"]["151666"]
+    del config["mask_token"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "special_tokens_map.json").write_text("{}")
+
+
+def wrong_shape(folder):
+    edit_json(folder / "config.json", intermediate_size=48)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (no_weights, "no weights in"),
+        (pickle_only, "only pickle weights (pytorch_model.bin)"),
+        (missing_shard, "model-00002-of-00003.safetensors is not in the folder"),
+        (unknown_model_type, "model_type 'mamba', which infill cannot run; supported: Dream"),
+        (mask_not_in_tokenizer, "has no '<|mask|>'"),
+        (wrong_shape, "config.json implies"),
+    ],
+)
+def test_a_broken_checkpoint_is_refused_and_nothing_changes(damage, message, checkpoints, tmp_path, capsys):
+    folder = broken_copy(checkpoints, tmp_path)
+    damage(folder)
+    path = tmp_path / "sample.py"
+    path.write_text(CODE)
+    code = main([str(path), "--lines", "9-12", "--write", "--model", str(folder), "--device", "cpu"])
+    assert code == EXIT_MODEL
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+    assert path.read_text() == CODE
+    if damage is pickle_only:
+        assert "safetensors" in error and "save_file" in error  # how to convert
+
+
+def test_a_qwen2_checkpoint_without_a_mask_token_is_not_a_diffusion_model(checkpoints, tmp_path):
+    folder = broken_copy(checkpoints, tmp_path, "Open-dCoder")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    del config["mask_token"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match="without a mask token"):
+        load(folder, "cpu")
+
+
+def test_remote_code_runs_only_when_the_user_opts_in(checkpoints, tmp_path, monkeypatch, capsys):
+    folder = broken_copy(checkpoints, tmp_path, "LLaDA")
+    marker = folder.parent / f"{folder.name}.REMOTE-CODE-RAN"
+    from checkpoints import write_remote_code
+
+    assert write_remote_code(folder, ["configuration_llada.py", "modeling_llada.py"]) == marker
+    path = tmp_path / "sample.py"
+    path.write_text(CODE)
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "hf-modules"))
+    args = [str(path), "--lines", "9", "--model", str(folder), "--device", "cpu", "--steps", "2"]
+    args += ["--budget", "4", "--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0"]
+    assert main(args) == EXIT_OK and not marker.exists()
+    assert main([*args, "--trust-remote-code"]) == EXIT_MODEL  # our dummy remote code raises...
+    assert marker.exists()  # ...after proving that the opt-in really hands over to it
+    assert "could not load it" in capsys.readouterr().err
+    assert path.read_text() == CODE
+
+
+# ----------------------------------------------------------------------------- the language server
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def lsp_client(lsp_client: LanguageClient, checkpoints):
+    lsp_client.set_configuration(server_settings(checkpoints, "Dream"), section="infill")
+    await lsp_client.initialize_session(initialize_params("visual-studio-code", {"threads": 1}))
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+def server_settings(checkpoints, family: str) -> dict:
+    folder = str(checkpoints[family][0])
+    quick = {"steps": 2, "syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}
+    return {"modelPath": folder, "device": "cpu", "dtype": "float32", **quick}
+
+
+def apply_lsp_edits(text: str, edits) -> str:
+    """LSP edits on an ASCII text with "\\n" line ends."""
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        a = starts[edit.range.start.line] + edit.range.start.character
+        b = starts[edit.range.end.line] + edit.range.end.character
+        text = text[:a] + edit.new_text + text[b:]
+    return text
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_server_fills_a_selection_with_each_family(lsp_client: LanguageClient, checkpoints, loaded):
+    """One server; each family in turn through `modelPath` (a new path reloads the model)."""
+    start = SMALL.index("sum(values)")
+    end = start + len("sum(values)")
+    line = SMALL[:start].count("\n")
+    column = start - SMALL.rindex("\n", 0, start) - 1
+    for family in FAMILIES:
+        lsp_client.set_configuration(server_settings(checkpoints, family), section="infill")
+        lsp_client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        uri = f"file:///project/{family}.py"
+        open_document(lsp_client, uri, SMALL)
+        selection = (
+            types.Position(line=line, character=column),
+            types.Position(line=line, character=column + 11),
+        )
+        [action, *_] = await list_actions(lsp_client, uri, *selection)
+        resolved = await lsp_client.code_action_resolve_async(action)
+        [document_edit] = (
+            resolved.edit.document_changes if resolved.edit else [types.TextDocumentEdit(None, [])]
+        )
+        filled = apply_lsp_edits(SMALL, document_edit.edits)
+        assert filled.startswith(SMALL[:start]) and filled.endswith(SMALL[end:])
+        assert not [leak for leak in leaks_of(loaded(family)) if leak in filled]
+    errors = [m.message for m in lsp_client.messages if m.type == types.MessageType.Error]
+    assert errors == []
+
+
+def test_the_shapes_benchmark_times_a_family_shape(monkeypatch, capsys, tmp_path):
+    """infill-bench shapes on a tiny stand-in shape (the real ones take minutes on a CPU)."""
+    from infill import bench, shapes
+    from infill.models.decoder import DecoderConfig
+
+    tiny = DecoderConfig(151936, 32, 64, 2, 4, 2, 8, 1e6, 1e-6, qkv_bias=True, tied_head=True)
+    monkeypatch.setitem(shapes.SHAPES, "tiny-qwen2", (tiny, 151665, 151643, True, 151643))
+    monkeypatch.setattr(bench, "heldout_sources", lambda: [("sample.py", SMALL * 30)])
+    out = tmp_path / "shapes.json"
+    argv = [
+        "shapes",
+        "--shapes",
+        "tiny-qwen2",
+        "--passes",
+        "3",
+        "--repeat",
+        "1",
+        "--device",
+        "cpu",
+        "--json",
+        str(out),
+    ]
+    assert bench.main(argv) == 0
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["fill_passes"] == 3 and row["span"] >= 1 and row["canvas"] > row["span"]
+    assert row["full_pass_ms"] > 0 and row["cached_pass_ms"] > 0 and row["peak_mib"] > 0
+    assert "tiny-qwen2" in capsys.readouterr().out
+
+
+def test_device_and_dtype_choices(checkpoints, tmp_path, capsys):
+    assert pick_dtype("auto", torch.device("cpu")) == torch.float32
+    assert pick_dtype(None, torch.device("cuda")) == torch.bfloat16
+    assert pick_device("cpu") == torch.device("cpu")
+    path = tmp_path / "sample.py"
+    path.write_text(SMALL)
+    if not torch.cuda.is_available():
+        args = [
+            str(path),
+            "--lines",
+            "5",
+            "--write",
+            "--model",
+            str(checkpoints["Dream"][0]),
+            "--device",
+            "cuda",
+        ]
+        assert main(args) == EXIT_MODEL
+        assert "device cuda is not available" in capsys.readouterr().err
+    with pytest.raises(ModelError, match="unknown device"):
+        pick_device("tpu-of-dreams")
+    assert path.read_text() == SMALL

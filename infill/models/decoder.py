@@ -109,8 +109,10 @@ class Attention(nn.Module):
             else:
                 cache.keys[:, :, positions], cache.values[:, :, positions] = k, v
                 k, v = cache.keys, cache.values
-        grouped = self.num_kv_heads != self.num_heads
-        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=grouped)  # no mask: bidirectional
+        if self.num_kv_heads != self.num_heads:  # grouped-query: each key/value head serves a group
+            group = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v)  # no mask: bidirectional
         return self.o(y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim))
 
 

@@ -40,7 +40,7 @@ class CheckpointDenoiser:
         out = self.network(ids.to(self.device))
         if self.shift:
             out = torch.cat([out[:, :1], out[:, :-1]], dim=1)
-        return out.float().cpu()
+        return out.cpu().float()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -70,12 +70,12 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         before them too (one more per span), as the network's row i-1 predicts the token at i."""
         ids = ids.to(self.device)
         if not self.shift:
-            return self.network.logits_at(ids, positions.to(self.device), cache, refresh).float().cpu()
+            return self.network.logits_at(ids, positions.to(self.device), cache, refresh).cpu().float()
         source = (positions - 1).clamp(min=0)
         needed = torch.unique(torch.cat([positions, source]))  # sorted
         out = self.network.logits_at(ids, needed.to(self.device), cache, refresh)
         rows = torch.searchsorted(needed, source).to(self.device)
-        return out[:, rows].float().cpu()
+        return out[:, rows].cpu().float()
 
 
 def unusable_ids(tokenizer: CheckpointTokenizer, vocab_size: int, null_id: int | None) -> frozenset[int]:

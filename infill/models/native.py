@@ -18,7 +18,7 @@ DEFAULT_MODEL_DIR = Path(__file__).parent.parent / "default_model"
 
 @dataclass
 class InfillBackend:
-    """The project's own model: `InfillModel` + `CodeTokenizer`, run on the CPU in float32."""
+    """The project's own model: `InfillModel` + `CodeTokenizer` (on the CPU in float32 unless asked)."""
 
     model: InfillModel
     tokenizer: CodeTokenizer

@@ -1,0 +1,151 @@
+"""Speed and memory of the published families at their real sizes, without their weights.
+
+Speed does not depend on the weights, so each shape is built randomly initialised (the project's
+own `Decoder`, as `infill.models` loads real checkpoints into) with the shipped tokenizer standing
+in for the family's (its ids are valid in every vocabulary here; mask, end-of-text and the ~400
+ruled-out special ids are placed where the real ones are). Measured on a one-line span of a
+200-line file, through the real engine:
+  full pass    one pass over the whole canvas (the file's window), the output layer at the span only
+  cached pass  a span-only pass on the cached context (the engine's steps between full passes)
+  fill         the engine's one-line fill: `passes` steps, a full pass every `cache_refresh`
+               (syntax retries off: random weights would break the syntax every time)
+  peak memory  the process's peak resident memory (CPU) or the device's peak allocation (GPU)
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from infill.document import document_from_bytes
+from infill.engine import InfillOptions, infill
+from infill.models.decoder import Decoder, DecoderConfig
+from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser
+from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.vocabulary import CheckpointTokenizer
+from infill.sampler import SamplerConfig
+from infill.spans import Span
+from infill.tokenizer import CodeTokenizer
+
+# name: (decoder config, mask id, end-of-text id, shifted, first special id) — from the published configs
+SHAPES = {
+    "open-dcoder-0.5b": (
+        DecoderConfig(151936, 896, 4864, 24, 14, 2, 64, 1e6, 1e-6, qkv_bias=True, tied_head=True),
+        151665, 151643, True, 151643,
+    ),
+    "dream-7b": (
+        DecoderConfig(152064, 3584, 18944, 28, 28, 4, 128, 1e6, 1e-6, qkv_bias=True, tied_head=False),
+        151666, 151643, True, 151643,
+    ),
+    "llada-8b": (
+        DecoderConfig(126464, 4096, 12288, 32, 32, 32, 128, 5e5, 1e-5, qkv_bias=False, tied_head=False),
+        126336, 126081, False, 126080,
+    ),
+}  # fmt: skip
+
+
+@dataclass
+class ShapeRow:
+    shape: str
+    params: int
+    dtype: str
+    device: str
+    canvas: int  # tokens in the file's window
+    span: int  # masked positions of the one-line span
+    load_s: float  # building the random model (a real checkpoint also reads its files)
+    full_pass_ms: float
+    cached_pass_ms: float
+    fill_ms: float
+    fill_passes: int
+    peak_mib: float
+
+
+def random_denoiser(name: str, device: torch.device, dtype: torch.dtype) -> CachingCheckpointDenoiser:
+    config, mask_id, null_id, shift, first_special = SHAPES[name]
+    with torch.device("meta"):
+        network = Decoder(config)
+    network = network.to(dtype).to_empty(device=device).eval()
+    generator = torch.Generator(device=device).manual_seed(0)
+    with torch.no_grad():
+        for parameter_name, parameter in network.named_parameters():
+            if parameter_name.endswith("norm.weight"):
+                parameter.fill_(1.0)
+            else:
+                parameter.normal_(0.0, 0.02, generator=generator)
+    code = CodeTokenizer.load(DEFAULT_MODEL_DIR).tokenizer
+    tokenizer = CheckpointTokenizer(code, {"<|mask|>": mask_id, "<|endoftext|>": null_id}, {})
+    special = set(range(first_special, config.vocab_size)) - {null_id}
+    special = {i for i in special if i - first_special < 420} | {mask_id}  # as many as the real ones
+    return CachingCheckpointDenoiser(
+        family=name, network=network, tokenizer=tokenizer, mask_id=mask_id, null_id=null_id,
+        special_ids=frozenset(special), context_length=CONTEXT_CAP, shift=shift, device=device,
+    )  # fmt: skip
+
+
+def peak_mib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+
+
+def measure_shape(
+    name: str, text: str, span: Span, device: torch.device, dtype: torch.dtype, passes: int, repeat: int
+) -> ShapeRow:
+    started = time.perf_counter()
+    denoiser = random_denoiser(name, device, dtype)
+    load_s = time.perf_counter() - started
+    document = document_from_bytes(text.encode())
+    sampler = SamplerConfig(steps=passes, commit_threshold=1.0)  # exactly `passes` passes
+    options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0)
+    from infill.engine import plan_canvases
+
+    [canvas] = plan_canvases(denoiser, text, [span], options)
+    ids = torch.tensor([canvas.ids])
+    positions = torch.tensor(canvas.editable()).nonzero().flatten()
+    ids[0, positions] = denoiser.mask_id
+
+    def timed(run) -> float:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - t)
+        return 1000 * statistics.median(times)
+
+    cache = denoiser.new_cache()
+    full_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=True))
+    cached_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=False))
+    results = []
+    fill_ms = timed(lambda: results.append(infill(denoiser, document, [span], options)))
+    return ShapeRow(
+        shape=name,
+        params=denoiser.network.config.parameters,
+        dtype=str(dtype).removeprefix("torch."),
+        device=str(device),
+        canvas=len(canvas.ids),
+        span=len(positions),
+        load_s=load_s,
+        full_pass_ms=full_ms,
+        cached_pass_ms=cached_ms,
+        fill_ms=fill_ms,
+        fill_passes=results[-1].stats.forward_passes,
+        peak_mib=peak_mib(device),
+    )
+
+
+def format_rows(rows: list[ShapeRow]) -> str:
+    lines = [f"{'shape':18} {'params':>7} {'dtype':>8} {'device':>6} {'canvas':>6} {'span':>4} "
+             f"{'full ms':>8} {'cached ms':>9} {'fill ms':>8} {'passes':>6} {'peak MiB':>8}"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"{r.shape:18} {r.params / 1e9:6.2f}B {r.dtype:>8} {r.device:>6} {r.canvas:6d} {r.span:4d} "
+            f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f} {r.fill_ms:8.0f} {r.fill_passes:6d} "
+            f"{r.peak_mib:8.0f}"
+        )
+    return "\n".join(lines)
