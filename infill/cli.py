@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="sample only from the most likely tokens that reach probability P")
     sampler.add_argument("--top-k", type=int, default=None, metavar="K",
                          help="sample only from the K most likely tokens")
+    sampler.add_argument("--expand-start", type=int, default=SamplerConfig.expand_start, metavar="N",
+                         help="models with an <|expand|> token (DreamOn): masks a span starts from; it "
+                         "grows up to its budget (default %(default)s)")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
     sampler.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh, metavar="N",
@@ -155,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             block_length=args.block_length,
             top_p=args.top_p,
             top_k=args.top_k,
+            expand_start=args.expand_start,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
             cache_refresh=args.cache_refresh,

@@ -28,7 +28,7 @@ import torch
 from infill.backend import Denoiser
 from infill.canvas import Canvas, build_canvas, default_budget, window
 from infill.errors import InputError
-from infill.prediction import allowed_softmax
+from infill.prediction import CanvasPredictor
 from infill.spans import Span
 
 LENGTH_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0)  # candidate lengths, as fractions of the budget
@@ -85,15 +85,19 @@ def same_width(canvases: list[Canvas]) -> list[Canvas]:
 
 def score_canvases(denoiser: Denoiser, canvases: list[Canvas]) -> torch.Tensor:
     """(rows, spans): each slot's mean log-probability of the most likely token per position,
-    with every slot masked; canvases of one width go through the model as one batch."""
+    with every slot masked; canvases of one width go through the model as one batch (the output
+    layer at the slots only, where the denoiser can: infill.prediction)."""
     scores = torch.zeros(len(canvases), len(canvases[0].slots))
     by_width: dict[int, list[int]] = {}
     for row, canvas in enumerate(canvases):
         by_width.setdefault(len(canvas.ids), []).append(row)
     for rows in by_width.values():
-        logits = denoiser.logits(torch.tensor([canvases[row].ids for row in rows]))
+        ids = torch.tensor([canvases[row].ids for row in rows])
+        editable = torch.tensor([canvases[row].editable() for row in rows])
+        columns, probs = CanvasPredictor(denoiser, editable, refresh=2)(ids)  # one full pass
+        best = torch.full(ids.shape, float("nan"))
+        best[:, columns] = probs.max(-1).values.clamp_min(1e-12).log()
         for i, row in enumerate(rows):
             for s, slot in enumerate(canvases[row].slots):
-                probs = allowed_softmax(denoiser, logits[i, slot.start : slot.start + slot.length].clone())
-                scores[row, s] = probs.max(-1).values.clamp_min(1e-12).log().mean()
+                scores[row, s] = best[i, slot.start : slot.start + slot.length].mean()
     return scores

@@ -50,6 +50,8 @@ def sampling_distribution(
     if temperature > 0:
         logits = torch.where(probs > 0, probs.log() / temperature, torch.tensor(float("-inf")))
         dist = torch.softmax(logits, dim=-1).nan_to_num(0.0)
+        if (top_p is None or top_p >= 1) and top_k is None:
+            return dist  # (already normalised)
     else:
         dist = probs
     if top_p is not None and top_p < 1:

@@ -50,6 +50,7 @@ def test_the_published_rules_run_through_the_cli(tmp_path: Path, capsys, order):
         ("--top-p", "1.5", "top_p"),
         ("--top-k", "0", "top_k"),
         ("--block-length", "0", "block_length"),
+        ("--expand-start", "0", "expand_start"),
     ],
 )
 def test_bad_rule_values_are_refused_and_nothing_changes(tmp_path: Path, capsys, flag, value, message):

@@ -157,3 +157,34 @@ def test_a_given_length_is_not_scored(tiny_tokenizer):
 
     assert all(shape[0] == 1 for shape in oracle.shapes)
     assert result.spans[0].new_text == tiny_tokenizer.decode(oracle.answers[0][:16])
+
+
+class WithoutNull:
+    """The tiny real backend seen as a model with no <null> (its null ruled out like a special
+    token); `cache`: whether it offers span-only passes (infill.prediction)."""
+
+    def __init__(self, backend, cache: bool):
+        self.backend = backend
+        self.null_id = None
+        self.special_ids = backend.special_ids | {backend.null_id}
+        if cache:
+            self.new_cache, self.cached_logits = backend.new_cache, backend.cached_logits
+
+    def __getattr__(self, name: str):
+        if name in ("new_cache", "cached_logits"):  # (set on the instance when offered)
+            raise AttributeError(name)
+        return getattr(self.backend, name)
+
+
+def test_scores_from_span_only_outputs_equal_those_of_full_passes(tiny_backend):
+    from infill.canvas import build_canvas
+    from infill.span_length import same_width, score_canvases
+
+    text, span, _ = one_span(tiny_backend.tokenizer, favoured=8)
+    canvases = same_width([build_canvas(tiny_backend, text, [span], [k], 128) for k in (2, 4, 8, 12, 16)])
+
+    cached = score_canvases(WithoutNull(tiny_backend, cache=True), canvases)
+    full = score_canvases(WithoutNull(tiny_backend, cache=False), canvases)
+
+    assert torch.allclose(cached, full, atol=1e-5)
+    assert cached.shape == (5, 1) and torch.isfinite(cached).all()
