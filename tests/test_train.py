@@ -231,7 +231,9 @@ def test_training_goes_on_from_an_exported_model(tmp_path, source_root, tiny_tok
     before = json.loads((shipped / "training.json").read_text())
     assert state["tokens"] > before["tokens"]
     log = [json.loads(line) for line in (again / "log.jsonl").read_text().splitlines()]
-    assert log[0]["step"] == 8 and log[0]["lr"] < 3e-4  # a fresh warmup, not the old schedule's end
+    assert log[0]["step"] == 5 and "heldout_loss" in log[0]  # where the held-out loss started
+    trained = [r for r in log if "loss" in r]
+    assert trained[0]["step"] == 8 and trained[0]["lr"] < 3e-4  # a fresh warmup, not the old schedule's end
 
     compared = tmp_path / "compare.png"  # held-out loss of both runs against time, in one PNG
     assert train_main(["plot", "--out", str(run), "--compare", str(again), "--png", str(compared)]) == 0
@@ -266,7 +268,7 @@ def test_the_same_training_runs_under_torchrun_with_two_processes(tmp_path, sour
     # Tokens count both ranks' batches: more than one process alone could have seen.
     assert state["tokens"] > steps * batch * seq_len
     logged = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in logged] == [steps]  # rank 0 alone logs
+    assert [r["step"] for r in logged] == [0, steps]  # rank 0 alone logs: the start's held-out loss, the end
 
 
 def free_port() -> int:

@@ -248,13 +248,9 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
     fresh = not (config.out / "log.jsonl").exists()
     log = (config.out / "log.jsonl").open("a") if rank == 0 else None
     if log and fresh and eval_batch is not None:  # where the held-out loss starts from
-        start = {"step": start_step, "tokens": tokens, "seconds": seconds_before}
-        log.write(
-            json.dumps(
-                {**start, "heldout_loss": heldout_loss(plain_objective, eval_batch, device, config.bf16)}
-            )
-            + "\n"
-        )
+        value = heldout_loss(plain_objective, eval_batch, device, config.bf16)
+        record = {"step": start_step, "tokens": tokens, "seconds": seconds_before, "heldout_loss": value}
+        log.write(json.dumps(record) + "\n")
     if budget is None:
         bar = tqdm(total=config.steps, initial=start_step, disable=rank != 0, desc="train", unit="step")
     else:  # a time budget: the bar counts seconds, so it shows the time left
@@ -262,8 +258,11 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
         initial = min(round(elapsed()), round(budget))
         bar = tqdm(total=round(budget), initial=initial, disable=rank != 0, desc="train", bar_format=shape)
     step, last_checkpoint, shown = start_step, time.time(), bar.n
+    # Whether the budget is spent is decided from the checkpoint here (the same on every rank),
+    # and after each step below from a flag all ranks agree on.
+    spent = budget is not None and seconds_before - schedule_seconds >= budget
     with StopSignal() as stop:
-        while step < config.steps and (budget is None or elapsed() < budget):
+        while step < config.steps and not spent:
             lr = learning_rate(step, config, first, elapsed())
             for group in optimizer.param_groups:
                 group["lr"] = lr
