@@ -111,10 +111,12 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path) -> None:
     }
     (workspace / ".infill-e2e" / "spec.json").write_text(json.dumps(spec))
     settings = tmp_path / "settings.json"
+    server_log = tmp_path / "infill-lsp.log"
     settings.write_text(
         json.dumps(
             {
                 "infill.serverPath": find_server(),
+                "infill.serverArgs": ["--log-file", str(server_log), "--log-level", "INFO"],
                 "infill.inlineCompletion": False,  # no ghost text racing the fill for the model
                 "editor.inlineSuggest.enabled": False,
                 "files.autoSave": "off",
@@ -141,16 +143,21 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path) -> None:
     seconds = time.perf_counter() - started
     report = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "{}"
     outcome = json.loads(report)
-    server_log = pathlib.Path(outcome.get("serverLog", tmp_path / "work" / "code-server.log"))
-    log_tail = server_log.read_text(errors="replace")[-3000:] if server_log.exists() else ""
+    code_server_log = pathlib.Path(outcome.get("serverLog", tmp_path / "work" / "code-server.log"))
+    log_tail = code_server_log.read_text(errors="replace")[-3000:] if code_server_log.exists() else ""
+    lsp_log = server_log.read_text(errors="replace") if server_log.exists() else ""
+    log_tail += f"\ninfill-lsp.log:\n{lsp_log[-3000:]}"
     context = f"run.mjs exit {run.returncode} in {seconds:.1f} s\n{report}\n{run.stderr[-3000:]}\n{log_tail}"
-    print(f"VS Code end to end: {seconds:.1f} s; phases (s): {outcome.get('times')}")
+    driver_times = outcome.get("driver", {}).get("times")
+    print(f"VS Code end to end: {seconds:.1f} s; phases (s): {outcome.get('times')}; in VS Code: {driver_times}")
     if screenshot.exists() and os.environ.get("INFILL_E2E_SCREENSHOT"):
         shutil.copyfile(screenshot, os.environ["INFILL_E2E_SCREENSHOT"])
     assert run.returncode == 0 and outcome.get("ok"), context
     driver = outcome["driver"]
     assert screenshot.exists() and screenshot.stat().st_size > 10_000, "no screenshot of the workbench"
 
+    # The extension started the real server, which loaded the shipped model (its default).
+    assert "loaded the model shipped with infill" in lsp_log, log_tail
     # The light-bulb menu offers the server's actions for the selection.
     assert "Infill: fill selection" in driver["lightBulb"], driver
     # The command ran the fill through the server and applied it (or the model wrote the same text).
