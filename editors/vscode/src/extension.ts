@@ -230,7 +230,12 @@ async function runCommand(requested: CommandName): Promise<CommandResult> {
     const document = editor.document;
     const command = effectiveCommand(requested, editor.selection.isEmpty);
     const range = selectionToRange(editor.selection, (line) => document.lineAt(line).text.length);
-    const listed = await listActions(running, document, range, command);
+    let listed: CodeAction[];
+    try {
+        listed = await listActions(running, document, range, command);
+    } catch (error) {
+        return failed('infill', error);
+    }
     const action = chooseAction(command, listed);
     if (action === undefined) {
         return tell(nothingToDo(command));
@@ -247,7 +252,11 @@ async function runCommand(requested: CommandName): Promise<CommandResult> {
         return failed(action.title, error);
     }
     if (command === 'alternatives') {
-        return pickAlternative(running, document, range, version);
+        try {
+            return await pickAlternative(running, document, range, version);
+        } catch (error) {
+            return failed(action.title, error);
+        }
     }
     return applyEdit(running, document, version, resolved.title, resolved.edit);
 }
