@@ -85,7 +85,12 @@ def prerequisites() -> dict[str, str]:
     for what, path in [("Node 24", node), ("code-server", code_server), ("chromium", chromium)]:
         if path is None or not os.access(path, os.X_OK):
             missing_program(f"{what} is missing ({path or 'not on PATH'})")
-    for what, path in [("the extension's .vsix", VSIX), ("the driver's .vsix", DRIVER_VSIX), ("puppeteer-core", PUPPETEER)]:
+    built = [
+        ("the extension's .vsix", VSIX),
+        ("the driver's .vsix", DRIVER_VSIX),
+        ("puppeteer-core", PUPPETEER),
+    ]
+    for what, path in built:
         if not path.exists():
             missing_program(f"{what} is missing ({path})")
     version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
@@ -149,7 +154,7 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path) -> None:
     log_tail += f"\ninfill-lsp.log:\n{lsp_log[-3000:]}"
     context = f"run.mjs exit {run.returncode} in {seconds:.1f} s\n{report}\n{run.stderr[-3000:]}\n{log_tail}"
     driver_times = outcome.get("driver", {}).get("times")
-    print(f"VS Code end to end: {seconds:.1f} s; phases (s): {outcome.get('times')}; in VS Code: {driver_times}")
+    print(f"VS Code end to end: {seconds:.1f} s; phases (s): {outcome.get('times')}; driver: {driver_times}")
     if screenshot.exists() and os.environ.get("INFILL_E2E_SCREENSHOT"):
         shutil.copyfile(screenshot, os.environ["INFILL_E2E_SCREENSHOT"])
     assert run.returncode == 0 and outcome.get("ok"), context
