@@ -1,0 +1,61 @@
+"""The VS Code extension's manifest against the server: every setting the server reads can be set
+in VS Code (editors/vscode/package.json), under the same name. The extension's own logic has
+node unit tests (editors/vscode/test, `npm test`); tests/test_vscode_e2e.py runs it in VS Code."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from lsp_server import actions, settings
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MANIFEST = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
+LOGIC = (ROOT / "editors" / "vscode" / "src" / "logic.ts").read_text()
+CLIENT_ONLY = {"serverPath", "serverArgs", "inlineCompletion"}
+
+
+def extension_settings() -> set[str]:
+    properties = MANIFEST["contributes"]["configuration"]["properties"]
+    assert all(key.startswith(f"{settings.SECTION}.") for key in properties), properties
+    return {key.split(".", 1)[1] for key in properties}
+
+
+def test_every_server_setting_is_an_extension_setting() -> None:
+    missing = set(settings._KEYS) - extension_settings()
+    assert not missing, f"settings the server reads but VS Code cannot set: {sorted(missing)}"
+
+
+def test_the_extension_passes_every_server_setting_it_declares() -> None:
+    # logic.ts SERVER_SETTINGS: what goes to the server; the rest of the manifest is client-only.
+    declared = extension_settings() - CLIENT_ONLY
+    for key in declared | set(settings._KEYS):
+        assert f"'{key}'," in LOGIC.split("CLIENT_SETTINGS")[0], f"{key} is not in SERVER_SETTINGS (logic.ts)"
+
+
+def test_the_extension_knows_the_server_action_kinds() -> None:
+    # logic.ts spells the kinds as `${BASE_KIND}.selection` etc.; compare their expansions.
+    base = actions.BASE_KIND
+    assert f"export const BASE_KIND = '{base}';" in LOGIC
+    for name, kind in [
+        ("SELECTION_KIND", actions.SELECTION_KIND),
+        ("NODE_KIND", actions.NODE_KIND),
+        ("FIX_KIND", actions.FIX_KIND),
+        ("ALTERNATIVES_KIND", actions.ALTERNATIVES_KIND),
+        ("DOCSTRING_KIND", actions.DOCSTRING_KIND),
+    ]:
+        suffix = kind.removeprefix(base)
+        assert f"export const {name} = `${{BASE_KIND}}{suffix}`;" in LOGIC, name
+    assert f"export const FILE_DOCSTRINGS_KIND = '{actions.FILE_DOCSTRINGS_KIND}';" in LOGIC
+    assert f"export const QUICK_FIX_KIND = '{actions.QUICK_FIX_KIND}';" in LOGIC
+
+
+def test_every_command_has_a_title_and_the_keybindings_name_declared_commands() -> None:
+    commands = {entry["command"]: entry for entry in MANIFEST["contributes"]["commands"]}
+    for name in ["fillSelection", "fillNode", "fix", "addDocstring", "addDocstringsInFile", "alternatives"]:
+        assert f"infill.{name}" in commands, name
+        assert commands[f"infill.{name}"]["title"], name
+    for binding in MANIFEST["contributes"]["keybindings"]:
+        assert binding["command"] in commands, binding
+    keys = [(b["key"], b.get("when", "")) for b in MANIFEST["contributes"]["keybindings"]]
+    assert len(keys) == len(set(keys)), "two commands on the same key in the same context"
