@@ -253,21 +253,39 @@ class FrameParser:
 
 
 def request_id_in(data: bytes) -> int | str | None:
-    """The id of the request that ``data`` (a broken or cut body) seems to be, if any: a top-level
-    ``"id"`` before any ``"params"``, in a body that has a ``"method"`` that is not ``$/...``.
-    A notification or a response is never answered."""
-    found = _REQUEST_ID.search(data)
-    if found is None or b'"method"' not in data or re.search(rb'"method"\s*:\s*"\$/', data):
+    """The id of the request that ``data`` (a broken or cut body) seems to be, if any: an ``"id"``
+    key of the top-level object, in a body with a ``"method"`` that is not ``$/...``. A
+    notification or a response is never answered (nor is an ``id`` inside the params)."""
+    if b'"method"' not in data or re.search(rb'"method"\s*:\s*"\$/', data):
         return None
-    params = data.find(b'"params"')
-    if params != -1 and params < found.start():
-        return None
-    raw = found.group(1)
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, (int, str)) else None
+    for found in _REQUEST_ID.finditer(data):
+        if _depth(data, found.start()) == 1:
+            try:
+                value = json.loads(found.group(1))
+            except ValueError:
+                return None
+            return value if isinstance(value, (int, str)) else None
+    return None
+
+
+def _depth(data: bytes, end: int) -> int:
+    """How deep in objects and arrays ``data[end]`` is (-1 if inside a string)."""
+    depth, in_string, escaped = 0, False, False
+    for byte in data[:end]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x7B, 0x5B):  # { [
+            depth += 1
+        elif byte in (0x7D, 0x5D):  # } ]
+            depth -= 1
+    return -1 if in_string else depth
 
 
 # ---------------------------------------------------------------------------------- the session
