@@ -45,6 +45,7 @@ from infill.spans import (
     _with_decorators,
     parse_tree,
 )
+from infill.window import window_around
 
 if TYPE_CHECKING:  # finding sites needs no torch (the language server lists them): see add_docstrings
     from infill.backend import Denoiser
@@ -195,10 +196,18 @@ def add_docstrings(
     options: InfillOptions | None = None,
     on_step: Callable[[Canvas, Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    on_site: Callable[[int, int], None] | None = None,
 ) -> DocstringResult:
-    """Have the model write a docstring at each site (one infill request for all of them)."""
+    """Have the model write a docstring at each site: the sites near each other as one infill
+    request on the window of the file around them (infill.window: only that is tokenized and
+    parsed, so a whole-file job costs what its windows cost, not the file once per site).
+
+    ``on_site(done, total)`` is called before each group of sites; ``cancelled()`` is checked
+    there too (and by the sampler before every step): Cancelled.
+    """
     from infill.engine import InfillOptions, infill
-    from infill.sampler import MULTI_LINE_STEPS, SampleStats
+    from infill.errors import Cancelled
+    from infill.sampler import MULTI_LINE_STEPS, SampleStats, merge_stats
 
     options = options or InfillOptions()
     sites = sorted(sites, key=lambda s: s.start)
@@ -212,10 +221,41 @@ def add_docstrings(
     if options.sampler.steps is None:  # an insertion point, but a docstring may take several lines
         sampler = dataclasses.replace(options.sampler, steps=MULTI_LINE_STEPS)
         options = dataclasses.replace(options, sampler=sampler)
-    layout, spans = insertion_layout(document, sites)
-    filled = infill(denoiser, layout, spans, options, on_step, cancelled)
-    fills = [_fill(document, site, r.new_text) for site, r in zip(sites, filled.spans, strict=True)]
-    return DocstringResult(_keep_parsing(document.text, fills), filled.stats)
+    context = options.context_length or denoiser.context_length
+    fills: list[DocstringFill] = []
+    stats = []
+    whole = window_around(document.text, sites[0].start, sites[-1].end, context)
+    groups = [list(sites)] if (whole.start, whole.end) == (0, len(document.text)) else _groups(sites, context)
+    for group in groups:
+        if cancelled is not None and cancelled():
+            raise Cancelled("cancelled between docstrings")
+        if on_site is not None:
+            on_site(len(fills), len(sites))
+        window = window_around(document.text, group[0].start, group[-1].end, context)
+        part = window.document(document)
+        moved = [
+            dataclasses.replace(s, start=s.start - window.start, end=s.end - window.start) for s in group
+        ]
+        layout, spans = insertion_layout(part, moved)
+        filled = infill(denoiser, layout, spans, options, on_step, cancelled)
+        for site, here, result in zip(group, moved, filled.spans, strict=True):
+            fill = _fill(part, here, result.new_text)
+            edit = None if fill.edit is None else window.edit(fill.edit)
+            fills.append(DocstringFill(site, fill.docstring, edit, fill.reason))
+        stats.append(filled.stats)
+    return DocstringResult(_keep_parsing(document.text, fills), merge_stats(stats))
+
+
+def _groups(sites: Sequence[DocstringSite], context: int) -> list[list[DocstringSite]]:
+    """Runs of sites near enough to be filled on one canvas (within about half the context)."""
+    reach, most = max(64, context * 2), max(1, context // (2 * DOCSTRING_BUDGET))
+    groups: list[list[DocstringSite]] = []
+    for site in sites:
+        if groups and site.end - groups[-1][0].start <= reach and len(groups[-1]) < most:
+            groups[-1].append(site)
+        else:
+            groups.append([site])
+    return groups
 
 
 def _fill(document: Document, site: DocstringSite, written: str) -> DocstringFill:

@@ -50,6 +50,7 @@ from infill.edits import TextEdit
 from infill.errors import InputError
 from infill.spans import Span, node_at_offset, validate_spans
 from infill.syntax import SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
+from infill.window import window_around
 from lsp_server import diagnostics
 from lsp_server.positions import UTF16, to_lsp_edits
 
@@ -97,7 +98,9 @@ ANNOTATION_ID = "infill"
 class ActionData:
     """What an unresolved action will do (``mode``) to characters [start, end) of ``uri`` at
     ``version``. ``candidate``: for an "alternative" action, which of the cached candidates
-    (0 = the best); None for the action that samples them."""
+    (0 = the best); None for the action that samples them. ``digest``: of the text it was
+    listed for (:func:`lsp_server.integrity.text_digest`), so that a version number reused for
+    other text is caught; None: not checked."""
 
     uri: str
     version: int | None
@@ -106,11 +109,13 @@ class ActionData:
     end: int
     mode: str = FILL  # one of MODES
     candidate: int | None = None
+    digest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        if self.candidate is None:
-            del data["candidate"]
+        for optional in ("candidate", "digest"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
     @classmethod
@@ -136,7 +141,10 @@ class ActionData:
         candidate = data.get("candidate")
         if candidate is not None and not (_is_int(candidate) and candidate >= 0 and mode == ALTERNATIVE):
             raise InputError(f"the code action's candidate is invalid: {candidate!r}")
-        return cls(uri, version, kind, start, end, mode, candidate)
+        digest = data.get("digest")
+        if digest is not None and not isinstance(digest, str):
+            raise InputError(f"the code action's digest must be a string, got {digest!r}")
+        return cls(uri, version, kind, start, end, mode, candidate, digest)
 
 
 @dataclass
@@ -317,11 +325,12 @@ def run_action(
     options: InfillOptions | None = None,
     on_step: Callable[[Any, Any], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    on_site: Callable[[int, int], None] | None = None,
 ) -> Outcome:
     """Run the action ``data`` describes on ``text`` (the document at ``data.version``).
 
     InputError for a bad span or a mode this function does not run; ``infill.errors.Cancelled``
-    if ``cancelled()`` turns true.
+    if ``cancelled()`` turns true. ``on_site(done, total)``: before each group of docstrings.
     """
     from infill.engine import InfillOptions, infill  # torch: only when a fill runs
 
@@ -330,14 +339,19 @@ def run_action(
     check_span(text, data)
     options = options or InfillOptions()
     document = text_document(text)
-    span = Span(data.start, data.end, describe(text, data))
-    if data.mode == FIX:
-        return _repair(denoiser, document, span, options, on_step, cancelled)
     if data.mode == DOCUMENT:
-        return _document(denoiser, document, data, options, on_step, cancelled)
-    result = infill(denoiser, document, [span], options, on_step=on_step, cancelled=cancelled)
-    summary = f"fill {span.label}: {_steps(result.stats)}"
-    return Outcome(result.edits, summary, None if result.edits else "the model wrote the same text")
+        return _document(denoiser, document, data, options, on_step, cancelled, on_site)
+    # The model sees a window of the file: only that is tokenized and parsed (infill.window).
+    window = window_around(text, data.start, data.end, options.context_length or denoiser.context_length)
+    part = window.document(document)
+    span = window.span(Span(data.start, data.end, describe(text, data)))
+    if data.mode == FIX:
+        outcome = _repair(denoiser, part, span, options, on_step, cancelled)
+    else:
+        result = infill(denoiser, part, [span], options, on_step=on_step, cancelled=cancelled)
+        summary = f"fill {span.label}: {_steps(result.stats)}"
+        outcome = Outcome(result.edits, summary, None if result.edits else "the model wrote the same text")
+    return dataclasses.replace(outcome, edits=[window.edit(edit) for edit in outcome.edits])
 
 
 def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
@@ -354,7 +368,7 @@ def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
     return Outcome([], summary, nothing)
 
 
-def _document(denoiser, document, data, options, on_step, cancelled) -> Outcome:
+def _document(denoiser, document, data, options, on_step, cancelled, on_site=None) -> Outcome:
     from infill.docstrings import add_docstrings
 
     if data.kind == FILE:
@@ -365,7 +379,7 @@ def _document(denoiser, document, data, options, on_step, cancelled) -> Outcome:
         sites = [s for s in missing_docstrings(document.text) if (s.start, s.end) == (data.start, data.end)]
         if not sites:
             raise InputError(f"no definition without a docstring at characters {data.start}-{data.end}")
-    result = add_docstrings(denoiser, document, sites, options, on_step=on_step, cancelled=cancelled)
+    result = add_docstrings(denoiser, document, sites, options, on_step, cancelled, on_site)
     written = [fill for fill in result.fills if fill.edit is not None]
     names = ", ".join(fill.site.name for fill in written) or "none"
     summary = f"{len(written)} of {len(sites)} docstring(s) written ({names}), {_steps(result.stats)}"

@@ -19,6 +19,7 @@ class StepProgress:
         self.server = server
         self.token: str | None = None
         self.on_cancel = on_cancel
+        self.sites: tuple[int, int] | None = None  # (done, total) of a docstring job
 
     async def begin(self, title: str) -> None:
         if not self.server.supports_progress:
@@ -49,7 +50,22 @@ class StepProgress:
             message, percentage = f"syntax retry {retry}: step {done}, {masked_left} masked", 99
         if restart:
             message, percentage = f"fresh fill {restart}: {message}", 99
+        if self.sites is not None:  # a job of many sites: its percentage counts sites
+            done_sites, total = self.sites
+            message = f"docstring {done_sites + 1}/{total}: {message}"
+            percentage = min(99, done_sites * 100 // max(1, total))
         report = types.WorkDoneProgressReport(message=message, percentage=percentage)
+        self.server.work_done_progress.report(self.token, report)
+
+    def report_site(self, done: int, total: int) -> None:
+        """Called on the event loop before each group of sites (``done`` of ``total`` done)."""
+        self.sites = (done, total)
+        if self.token is None:
+            return
+        message = f"docstring {done + 1}/{total}"
+        report = types.WorkDoneProgressReport(
+            message=message, percentage=min(99, done * 100 // max(1, total))
+        )
         self.server.work_done_progress.report(self.token, report)
 
     def end(self, message: str) -> None:

@@ -15,15 +15,21 @@
   model in a worker thread (one job at a time), so the server keeps answering; the model is
   loaded there on first use and kept (loaded again when the model path changes). Denoising
   steps of a resolve are reported as ``$/progress`` when the client supports work-done progress.
-  ``$/cancelRequest``, a cancelled progress, and a newer request for the same document
-  (:mod:`lsp_server.jobs`) stop the sampler at its next step; the request then answers
-  RequestCancelled. If the document changed since the action was listed, the answer is a
-  ContentModified error, never a stale edit. An edit that needs the user's confirmation is
-  annotated as such when the client supports change annotations. A resolve that changes nothing
-  says why in a ``window/showMessage`` (Info).
+  ``$/cancelRequest``, a cancelled progress, a newer inline completion of the same document or
+  a newer resolve of the same action (:mod:`lsp_server.jobs`) stop the sampler at its next step;
+  the request then answers RequestCancelled; ``requestTimeout`` seconds of model time end it
+  with RequestFailed. Distinct actions resolved at once are each answered, in turn. If the
+  document changed since the action was listed (its version or its text:
+  :mod:`lsp_server.integrity`), the answer is a ContentModified error, never a stale edit. An
+  edit that needs the user's confirmation is annotated as such when the client supports change
+  annotations. A resolve that changes nothing says why in a ``window/showMessage`` (Info).
 - Bad requests (unknown document, range past the end, not Python, foreign action data) get a
   JSON-RPC error; a model that cannot be loaded is shown once (``window/showMessage``) and its
   requests fail; the server keeps running.
+
+Over stdio, frames are read by :mod:`lsp_server.transport` (not pygls' reader): malformed frames
+are skipped and answered, params that do not fit get InvalidParams, the lifecycle is enforced
+(see docs/lsp-robustness.md).
 
 Documents are synchronised in full (``TextDocumentSyncKind.Full``): pygls' incremental sync
 splits lines with ``str.splitlines``, which disagrees with LSP on form feeds and other
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -57,6 +64,7 @@ from infill.errors import Cancelled, InputError
 from infill.model_info import model_card
 from lsp_server import actions, diagnostics, inline
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
+from lsp_server.integrity import IntegrityProtocol, check_current, text_digest
 from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
 from lsp_server.positions import (
     ENCODINGS,
@@ -67,6 +75,7 @@ from lsp_server.positions import (
 )
 from lsp_server.progress import StepProgress
 from lsp_server.settings import SECTION, Settings, parse_settings, section_of
+from lsp_server.transport import serve_stdio
 
 logger = logging.getLogger("infill-lsp")
 
@@ -87,7 +96,12 @@ class InfillLanguageServer(LanguageServer):
     """The server; all state (settings, the loaded model, the worker thread, jobs) lives here."""
 
     def __init__(self) -> None:
-        super().__init__("infill-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        super().__init__(
+            "infill-lsp",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            protocol_cls=IntegrityProtocol,
+        )
         self.initial_settings = Settings()  # from initializationOptions
         self.settings = Settings()  # the above, overridden by the client's configuration
         self.configured = asyncio.Event()  # set while no configuration request is unanswered
@@ -100,6 +114,7 @@ class InfillLanguageServer(LanguageServer):
         self.jobs = DocumentJobs()
         self.alternatives = AlternativeSets()  # the candidates last sampled, per document
         self.over_tcp = False
+        self.shown_warnings: set[str] = set()  # warnings shown once per session
 
     # ------------------------------------------------------------------ client facts
 
@@ -135,6 +150,11 @@ class InfillLanguageServer(LanguageServer):
     def supports_configuration(self) -> bool:
         return bool(self._capability("workspace", "configuration"))
 
+    def cancel_all_jobs(self) -> None:
+        """Stop every model job at its next step (the process is about to end)."""
+        for job in self.jobs.all():
+            job.cancel.set()
+
     # ------------------------------------------------------------------ documents
 
     def python_document(self, uri: str) -> TextDocument:
@@ -146,7 +166,13 @@ class InfillLanguageServer(LanguageServer):
             raise JsonRpcInvalidParams(
                 f"{uri} is a {document.language_id or 'plain text'} document; infill fills Python only"
             )
+        check_current(document, uri, document.version, None, self.protocol.out_of_sync)
         return document
+
+    def check_current(self, uri: str, version: int | None, digest: str | None) -> None:
+        """ContentModified unless ``uri`` is open, in sync, at ``version`` with text of ``digest``."""
+        document = self.workspace.text_documents.get(unquote(uri))
+        check_current(document, uri, version, digest, self.protocol.out_of_sync)
 
     def publish_diagnostics(self, uri: str) -> None:
         """Publish the syntax errors of the open Python document ``uri`` (none: an empty list)."""
@@ -225,15 +251,16 @@ class InfillLanguageServer(LanguageServer):
         work: Callable[[Any, Any, Callable[[Any, Any], None] | None, Callable[[], bool]], T],
         kind: str = RESOLVE,
         progress_title: str | None = None,
+        key: str | None = None,
     ) -> T:
         """Run ``work(backend, options, on_step, cancelled)`` in the worker thread as the job of
-        document ``uri``, superseding that document's previous job of the same ``kind``.
+        document ``uri``, superseding that document's previous job of the same ``kind`` and ``key``.
 
         RequestCancelled if the job is superseded or its progress is cancelled; asyncio
-        cancellation (``$/cancelRequest``) stops the sampler too; RequestFailed for bad input or
-        a model that cannot be loaded.
+        cancellation (``$/cancelRequest``) stops the sampler too; RequestFailed for bad input, a
+        model that cannot be loaded, or work that ran past ``requestTimeout``.
         """
-        job = self.jobs.start(uri, kind)
+        job = self.jobs.start(uri, kind, key)
         progress = StepProgress(self, job.cancel)
         loop = asyncio.get_running_loop()
         on_step = None
@@ -242,6 +269,11 @@ class InfillLanguageServer(LanguageServer):
             def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
                 report = (step.index, step.cap, step.masked_left, step.retry, step.restart)
                 loop.call_soon_threadsafe(progress.report, *report)
+
+            def on_site(done: int, total: int) -> None:  # in the worker thread
+                loop.call_soon_threadsafe(progress.report_site, done, total)
+
+            on_step.site = on_site  # type: ignore[attr-defined]  # read by docstring jobs
 
         outcome = "failed"
         try:
@@ -253,11 +285,18 @@ class InfillLanguageServer(LanguageServer):
                 logger.warning("no answer to workspace/configuration: going on with the initial settings")
             backend = await self.load_backend()
             options = self.settings.infill_options()  # imports the engine: torch is loaded by now
+            options = clamp_options(self, options, backend)
             if job.cancelled():
                 raise Cancelled("cancelled before it started")
-            result = await loop.run_in_executor(
-                self.model_executor, work, backend, options, on_step, job.cancelled
-            )
+            timeout = self.settings.request_timeout
+
+            def timed_work() -> T:  # in the worker thread: the budget starts when the job runs
+                if job.cancelled():
+                    raise Cancelled("cancelled while it waited for the model")
+                job.start_clock(timeout)
+                return work(backend, options, on_step, job.cancelled)
+
+            result = await loop.run_in_executor(self.model_executor, timed_work)
             outcome = "done"
             return result
         except asyncio.CancelledError:  # $/cancelRequest: stop the sampler at its next step
@@ -266,6 +305,11 @@ class InfillLanguageServer(LanguageServer):
             raise
         except Cancelled:
             outcome = "cancelled"
+            if job.timed_out:
+                raise RequestFailed(
+                    f"stopped after the time budget of {timeout:g} s (setting infill.requestTimeout): "
+                    "select less, or raise the budget"
+                ) from None
             if job.superseded:
                 raise JsonRpcRequestCancelled(
                     "superseded: a newer infill request for the same document replaced this one"
@@ -276,6 +320,22 @@ class InfillLanguageServer(LanguageServer):
         finally:
             progress.end(outcome)
             self.jobs.finish(job)
+
+
+def clamp_options(ls: InfillLanguageServer, options: Any, backend: Any) -> Any:
+    """The options with a context length above the model's own clamped to it (said once)."""
+    model_context = getattr(backend, "context_length", None)
+    if options.context_length is None or model_context is None or options.context_length <= model_context:
+        return options
+    warning = (
+        f"infill.contextLength {options.context_length} is above the model's context of "
+        f"{model_context} tokens: using {model_context}"
+    )
+    if warning not in ls.shown_warnings:
+        ls.shown_warnings.add(warning)
+        ls.show_warnings([warning])
+    options.context_length = model_context
+    return options
 
 
 def _load_backend(
@@ -356,7 +416,11 @@ def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> lis
     edit_options = (encoding, ls.supports_document_changes, ls.supports_change_annotations)
     ready = ls.alternatives.actions(uri, version, start, end, *edit_options)
     alternatives = ls.settings.alternatives
-    return actions.list_actions(uri, version, text, start, end, only, encoding, alternatives, ready)
+    listed = actions.list_actions(uri, version, text, start, end, only, encoding, alternatives, ready)
+    digest = text_digest(text)  # resolving checks the text too, not only the version
+    for action in listed:
+        action.data = {**action.data, "digest": digest}
+    return listed
 
 
 async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction) -> types.CodeAction:
@@ -370,7 +434,7 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
     except InputError as error:
         raise JsonRpcInvalidParams(str(error)) from None
     document = ls.python_document(data.uri)
-    _check_version(document, data.uri, data.version)
+    ls.check_current(data.uri, data.version, data.digest)
     text = document.source
     edit_options = (ls.position_encoding, ls.supports_document_changes, ls.supports_change_annotations)
     if data.mode == actions.ALTERNATIVE and data.candidate is not None:
@@ -383,18 +447,20 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
 
     def work(backend, options, on_step, cancelled) -> tuple[Any, actions.Outcome]:
         if data.mode != actions.ALTERNATIVE:
-            return None, actions.run_action(backend, text, data, options, on_step, cancelled)
+            on_site = getattr(on_step, "site", None)
+            return None, actions.run_action(backend, text, data, options, on_step, cancelled, on_site)
         n = ls.settings.alternatives
         found = sample_alternatives(backend, text, data, n, options, on_step, cancelled)
         return found, found.outcome(0)
 
     started = time.perf_counter()
-    found, outcome = await ls.run_model_job(data.uri, work, RESOLVE, progress_title=action.title)
+    key = json.dumps(data.to_json(), sort_keys=True)  # the same action again supersedes; others queue
+    found, outcome = await ls.run_model_job(data.uri, work, RESOLVE, action.title, key)
     seconds = time.perf_counter() - started
     message = f"infill: {action.title}: {seconds:.3f} s; {outcome.summary}"
     ls.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=message))
     # Edited (or closed) while the model ran: drop the result.
-    _check_version(ls.workspace.text_documents.get(unquote(data.uri)), data.uri, data.version)
+    ls.check_current(data.uri, data.version, text_digest(text))
     if found is not None:
         ls.alternatives.put(found)
     if not outcome.edits:
@@ -423,7 +489,7 @@ async def inline_completion(
         )
 
     items = await ls.run_model_job(uri, work, INLINE)
-    _check_version(ls.workspace.text_documents.get(unquote(uri)), uri, version)
+    ls.check_current(uri, version, text_digest(text))
     return types.InlineCompletionList(items=items)
 
 
@@ -431,15 +497,6 @@ def exit_server(ls: InfillLanguageServer, params: Any) -> None:
     """Over TCP, pygls 2.1's own ``exit`` leaves the process serving: close the listener first."""
     if ls.over_tcp:
         ls.shutdown()
-
-
-def _check_version(document: TextDocument | None, uri: str, version: int | None) -> None:
-    if document is None:
-        raise JsonRpcContentModified(f"{uri} was closed while the model ran")
-    if document.version != version:
-        raise JsonRpcContentModified(
-            f"{uri} changed (version {version} -> {document.version}) since this request was made: ask again"
-        )
 
 
 # ---------------------------------------------------------------------- assembly and main
@@ -491,7 +548,7 @@ def main(argv: list[str] | None = None) -> None:
         server.over_tcp = True
         server.start_tcp(args.host, args.port)
     else:
-        server.start_io()
+        serve_stdio(server)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ section of the client's configuration (``workspace/configuration``,
      "syntaxEdits": 6,                     # then parser-checked single-token edits
      "syntaxRestarts": 4,                  # then fresh fills of a multi-line fill still broken...
      "passBudget": 400,                    # ...while it has had fewer forward passes (0: no bound)
-     "threads": 2}                         # CPU threads for torch; default: torch's choice
+     "threads": 2,                         # CPU threads for torch; default: torch's choice
+     "requestTimeout": 300}                # seconds of model time a request may take (0: no
+                                           # bound); past it the job stops with an error
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
 keeps its ``initializationOptions`` value. A value of the wrong type is ignored with a warning
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 SECTION = "infill"
 """The configuration section the server asks the client for."""
+DEFAULT_REQUEST_TIMEOUT = 300.0
+"""Seconds of model time one request may take unless ``requestTimeout`` says otherwise."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class Settings:
     device: str = "auto"  # these three: how infill.models.load loads model_path
     dtype: str = "auto"
     trust_remote_code: bool = False
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
 
     def infill_options(self) -> InfillOptions:
         """Engine options: the sampler's defaults, overridden by what was set."""
@@ -106,6 +111,11 @@ _KEYS = {
     "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "syntaxRestarts": ("syntax_restarts", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "passBudget": ("pass_budget", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "requestTimeout": (
+        "request_timeout",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6,
+        "a number of seconds from 0 (no bound) to 1000000",
+    ),
 }
 
 
@@ -127,6 +137,8 @@ def parse_settings(
             continue
         if check(value):
             values[field] = float(value) if field == "temperature" else value
+            if field == "request_timeout":
+                values[field] = float(value) or None  # 0: no bound
         else:
             warnings.append(f"{source}.{key} should be {expected}, got {value!r}: ignored")
     return dataclasses.replace(base, **values), warnings

@@ -8,6 +8,7 @@ the span, progress, cancellation, stale versions and errors.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import pathlib
 import re
 import time
@@ -166,8 +167,9 @@ async def test_listing_is_unresolved_and_resolving_fills_only_the_selection(clie
         ("Infill: fill statement on line 9", "refactor.rewrite.infill.node"),
     ]
     assert all(a.edit is None and a.command is None for a in actions)  # nothing computed yet
+    digest = hashlib.blake2b(SOURCE.encode("utf-8"), digest_size=16).hexdigest()  # of the text listed
     expected = {"uri": uri, "version": 1, "kind": "selection", "start": start, "end": end, "mode": "fill"}
-    assert actions[0].data == expected
+    assert actions[0].data == {**expected, "digest": digest}
 
     filled = await resolve_and_apply(client, actions[0], uri, version=1)
     assert filled.startswith(SOURCE[:start]) and filled.endswith(SOURCE[end:])
@@ -361,11 +363,26 @@ async def test_an_edit_while_denoising_drops_the_result(slow_client: LanguageCli
     assert progress[-1].kind == "end" and progress[-1].message == "done"  # it ran, then was dropped
 
 
-async def test_a_newer_fill_of_the_same_document_supersedes_the_running_one(slow_client: LanguageClient):
-    uri = "file:///project/long-supersede.py"
-    older, progress = await start_long_fill(slow_client, uri, "older-fill")
+async def test_distinct_actions_resolved_at_once_each_get_their_edit(slow_client: LanguageClient):
+    """A client that resolves several listed actions at once (VS Code's executeCodeActionProvider
+    with a resolve count) gets every edit: the resolves queue, none supersedes another."""
+    uri = "file:///project/long-queue.py"
+    older, progress = await start_long_fill(slow_client, uri, "queued-fill")
     [statement] = node_actions(await list_actions(slow_client, uri, types.Position(line=12, character=11)))
     newer = asyncio.ensure_future(slow_client.code_action_resolve_async(statement))
+    first, second = await older, await newer
+    assert first.edit is not None and second.edit is not None
+    assert first.edit.document_changes and second.edit.document_changes
+    assert progress[-1].kind == "end" and progress[-1].message == "done"
+
+
+async def test_resolving_the_same_action_again_supersedes_the_running_one(slow_client: LanguageClient):
+    uri = "file:///project/long-supersede.py"
+    older, progress = await start_long_fill(slow_client, uri, "older-fill")
+    [again, *_] = await list_actions(
+        slow_client, uri, types.Position(line=1, character=0), types.Position(line=11, character=0)
+    )
+    newer = asyncio.ensure_future(slow_client.code_action_resolve_async(again))
     with pytest.raises(JsonRpcRequestCancelled, match="superseded"):
         await older
     assert progress[-1].kind == "end" and progress[-1].message == "cancelled"
@@ -374,6 +391,7 @@ async def test_a_newer_fill_of_the_same_document_supersedes_the_running_one(slow
     assert resolved.edit is not None
     # Another document's fill does not supersede: both finish.
     other_uri = "file:///project/long-other.py"
+    [statement] = node_actions(await list_actions(slow_client, uri, types.Position(line=12, character=11)))
     pending, _ = await start_long_fill(slow_client, other_uri, "other-fill")
     other = await slow_client.code_action_resolve_async(statement)  # the first document again
     assert other.edit is not None and (await pending).edit is not None
