@@ -127,13 +127,14 @@ def conventions(directory: Path, config: dict) -> dict:
     padding = tokenizer.token_id(DLM_PAD)
     null_id = padding if padding is not None else token_id(tokenizer, END_OF_TEXT, directory, "the padding")
     expand_id = tokenizer.token_id(EXPAND)
-    family = "Open-dCoder" if open_dcoder else "DreamOn" if expand_id is not None else "Dream"
-    family = "DiffuCoder-Instruct" if padding is not None and not open_dcoder else family
-    recommended = {
-        "Open-dCoder": OPEN_DCODER_RECOMMENDED,
-        "DreamOn": DREAMON_RECOMMENDED,
-        "DiffuCoder-Instruct": DIFFUCODER_RECOMMENDED,
-    }
+    if open_dcoder:
+        family, recommended = "Open-dCoder", OPEN_DCODER_RECOMMENDED
+    elif expand_id is not None:
+        family, recommended = "DreamOn", DREAMON_RECOMMENDED
+    elif padding is not None:
+        family, recommended = "DiffuCoder-Instruct", DIFFUCODER_RECOMMENDED
+    else:  # Dream-v0, Dream-Coder-v0, DiffuCoder-Base: the same network and tokens
+        family, recommended = "Dream", DREAM_RECOMMENDED
     return dict(
         family=family,
         tokenizer=tokenizer,
@@ -143,7 +144,7 @@ def conventions(directory: Path, config: dict) -> dict:
         context_length=min(int(config.get("max_position_embeddings") or CONTEXT_CAP), CONTEXT_CAP),
         shift=True,
         expand_id=expand_id,
-        recommended=dict(recommended.get(family, DREAM_RECOMMENDED)),
+        recommended=dict(recommended),
     )
 
 
