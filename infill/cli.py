@@ -7,6 +7,8 @@
     infill file.py --lines 10-20 --fix           # re-predict only the tokens the model doubts
     infill file.py --document                    # docstrings for functions/classes lacking one
     infill file.py --lines 7 --alternatives 4    # 4 candidates for the span, best first
+    infill file.py --lines 10-20 --model ~/models/DiffuCoder-7B-Instruct --device cuda
+                                                 # a published model (Dream, LLaDA, ...: docs/models.md)
 
 Exit codes: 0 success (whether or not the model changed anything), 2 bad input (nothing
 changed), 3 the model could not be loaded or run, 130 interrupted.

@@ -468,3 +468,15 @@ def test_device_and_dtype_choices(checkpoints, tmp_path, capsys):
     with pytest.raises(ModelError, match="unknown device"):
         pick_device("tpu-of-dreams")
     assert path.read_text() == SMALL
+
+
+def test_diffucoder_instruct_pads_with_dlm_pad(checkpoints, tmp_path):
+    """DiffuCoder-Instruct's tokenizer adds <|dlm_pad|>, the token its answers are padded with:
+    that is the null then, and end-of-text is ruled out like any other special token."""
+    folder = broken_copy(checkpoints, tmp_path, "Dream")
+    added = json.loads((folder / "added_tokens.json").read_text())
+    (folder / "added_tokens.json").write_text(json.dumps({**added, "<|dlm_pad|>": 151667}))
+    denoiser = load(folder, "cpu")
+    assert (denoiser.family, denoiser.null_id, denoiser.expand_id) == ("DiffuCoder-Instruct", 151667, None)
+    assert 151643 in denoiser.special_ids and 151667 not in denoiser.special_ids
+    assert denoiser.recommended["temperature"] == 0.4

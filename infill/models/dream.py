@@ -10,8 +10,9 @@ configuration_dream.py / modeling_dream.py (read, never run); pengzhangzhi/Open-
 `veomni/models/transformers/qwen2/generation_utils.py` for Open-dCoder.
 
 Tokens: `<|mask|>` masks (Dream family; Open-dCoder: the `mask_token` its tokenizer files
-declare), `<|endoftext|>` pads an answer and is the engine's null here, DreamOn's `<|expand|>`
-asks for one more position.
+declare); the token an answer is padded with is the engine's null here: `<|dlm_pad|>` where the
+tokenizer has it (DiffuCoder-Instruct, whose README cuts outputs there), else `<|endoftext|>`;
+DreamOn's `<|expand|>` asks for one more position.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusa
 from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
 from infill.models.weights import build_empty, load_weights, memory_note, weight_files
 
-MASK, END_OF_TEXT, EXPAND = "<|mask|>", "<|endoftext|>", "<|expand|>"
+MASK, END_OF_TEXT, EXPAND, DLM_PAD = "<|mask|>", "<|endoftext|>", "<|expand|>", "<|dlm_pad|>"
 
 # The authors' sampler settings (not wired into the sampler here; `recommended` on the denoiser).
 DREAM_RECOMMENDED = {  # DreamLM/Dream README, diffusion_generate example
@@ -35,6 +36,9 @@ DREAM_RECOMMENDED = {  # DreamLM/Dream README, diffusion_generate example
 }  # fmt: skip
 DREAMON_RECOMMENDED = {  # DreamLM/DreamOn eval/generator.py evaluation settings
     "alg": "entropy", "temperature": 0.2, "top_p": 0.9, "steps": 256, "initial_masks": 4, "max_length": 64,
+}  # fmt: skip
+DIFFUCODER_RECOMMENDED = {  # apple/ml-diffucoder README (DiffuCoder-7B-Instruct example)
+    "alg": "entropy", "temperature": 0.4, "top_p": 0.95, "steps": "new tokens / tokens per step",
 }  # fmt: skip
 OPEN_DCODER_RECOMMENDED = {  # pengzhangzhi/Open-dLLM eval/eval_infill (README infilling command)
     "alg": "p2", "temperature": 0.6, "top_p": 0.95, "steps": 64,
@@ -120,10 +124,17 @@ def conventions(directory: Path, config: dict) -> dict:
             f"config.json says mask_token_id {config['mask_token_id']}, but the tokenizer has "
             f"{mask_text!r} at {mask_id}"
         )
-    null_id = token_id(tokenizer, END_OF_TEXT, directory, "end-of-text, the padding")
+    padding = tokenizer.token_id(DLM_PAD)
+    null_id = padding if padding is not None else token_id(tokenizer, END_OF_TEXT, directory, "the padding")
     expand_id = tokenizer.token_id(EXPAND)
-    family = "Open-dCoder" if open_dcoder else "DreamOn" if expand_id is not None else "Dream"
-    recommended = {"Open-dCoder": OPEN_DCODER_RECOMMENDED, "DreamOn": DREAMON_RECOMMENDED}
+    if open_dcoder:
+        family, recommended = "Open-dCoder", OPEN_DCODER_RECOMMENDED
+    elif expand_id is not None:
+        family, recommended = "DreamOn", DREAMON_RECOMMENDED
+    elif padding is not None:
+        family, recommended = "DiffuCoder-Instruct", DIFFUCODER_RECOMMENDED
+    else:  # Dream-v0, Dream-Coder-v0, DiffuCoder-Base: the same network and tokens
+        family, recommended = "Dream", DREAM_RECOMMENDED
     return dict(
         family=family,
         tokenizer=tokenizer,
@@ -133,7 +144,7 @@ def conventions(directory: Path, config: dict) -> dict:
         context_length=min(int(config.get("max_position_embeddings") or CONTEXT_CAP), CONTEXT_CAP),
         shift=True,
         expand_id=expand_id,
-        recommended=dict(recommended.get(family, DREAM_RECOMMENDED)),
+        recommended=dict(recommended),
     )
 
 
