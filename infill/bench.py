@@ -617,9 +617,9 @@ def speed(args: argparse.Namespace) -> dict:
                        "--syntax-edits", str(args.syntax_edits),
                        "--syntax-restarts", str(args.syntax_restarts), "--pass-budget", str(args.pass_budget),
                        "--order", args.order]  # fmt: skip
-            for name, value in rule_options(args).items():
+            for option, value in rule_options(args).items():
                 if value is not None:
-                    command += ["--" + name.replace("_", "-"), str(value)]
+                    command += ["--" + option.replace("_", "-"), str(value)]
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
             if args.model:

@@ -3,7 +3,7 @@
 // code actions a command runs, and what range a selection asks about.
 //
 // The action kinds and data mirror lsp_server/actions.py; the setting names mirror
-// lsp_server/settings.py (plus `device` and `dtype`).
+// lsp_server/settings.py.
 
 export const INSTALL_COMMAND = 'pip install torch==2.13.0 && pip install -e ".[lsp]"';
 
@@ -21,6 +21,8 @@ export const SERVER_SETTINGS = [
     'syntaxRestarts',
     'passBudget',
     'threads',
+    'trustRemoteCode',
+    'requestTimeout',
 ] as const;
 
 /** Settings only the extension reads. */

@@ -68,10 +68,11 @@ describe('serverSettings', () => {
         assert.deepEqual(serverSettings([]), {});
     });
 
-    it('knows every key of lsp_server/settings.py plus device and dtype, none of them client-only', () => {
+    it('knows every key of lsp_server/settings.py, none of them client-only', () => {
         const expected = [
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'syntaxRounds',
             'syntaxEdits', 'syntaxRestarts', 'passBudget', 'threads', 'device', 'dtype',
+            'trustRemoteCode', 'requestTimeout',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {
