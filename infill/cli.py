@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from infill import __version__
@@ -31,6 +32,7 @@ from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
 from infill.model_info import model_card
 from infill.models import load
+from infill.models.defaults import TUNABLE, with_recommended
 from infill.repair import RepairOptions, RepairResult, repair
 from infill.sampler import (
     LENGTH_POLICIES,
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,
                          help="how a span's length is decided: once, from the first pass (default), "
                          "free (nulls grow from the span's end), or given (the budget is the length)")
-    sampler.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
+    sampler.add_argument("--order", choices=ORDERS, default=None,
                          help="the unmasking rule: which masked positions a step commits first, beyond "
                          "those above the commit threshold: most probable token (confidence = "
                          "low_confidence, default; maskgit_plus: after temperature/top-p), widest margin "
@@ -92,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="sample only from the most likely tokens that reach probability P")
     sampler.add_argument("--top-k", type=int, default=None, metavar="K",
                          help="sample only from the K most likely tokens")
-    sampler.add_argument("--expand-start", type=int, default=SamplerConfig.expand_start, metavar="N",
+    sampler.add_argument("--expand-start", type=int, default=None, metavar="N",
                          help="models with an <|expand|> token (DreamOn): masks a span starts from; it "
-                         "grows up to its budget (default %(default)s)")
+                         f"grows up to its budget (default: the model's recommendation, else "
+                         f"{SamplerConfig.expand_start})")
     sampler.add_argument("--commit-threshold", type=float, default=SamplerConfig.commit_threshold)
     sampler.add_argument("--remask-threshold", type=float, default=SamplerConfig.remask_threshold)
     sampler.add_argument("--cache-refresh", type=int, default=SamplerConfig.cache_refresh, metavar="N",
@@ -150,17 +153,22 @@ def parse_spans(text: str, args: argparse.Namespace, required: bool = True) -> l
     return validate_spans(text, spans)
 
 
+def explicit_sampler_fields(args: argparse.Namespace) -> set[str]:
+    """The sampler fields a model's recommendation may set that the user set on the command line."""
+    return {name for name in TUNABLE if getattr(args, name, None) is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     temperature = args.temperature if args.temperature is not None else SamplerConfig.temperature
     options = InfillOptions(  # validates the numbers before anything is loaded
         sampler=SamplerConfig(
             steps=args.steps,
             length=args.length,
-            order=args.order,
+            order=args.order or SamplerConfig.order,
             block_length=args.block_length,
             top_p=args.top_p,
             top_k=args.top_k,
-            expand_start=args.expand_start,
+            expand_start=args.expand_start if args.expand_start is not None else SamplerConfig.expand_start,
             commit_threshold=args.commit_threshold,
             remask_threshold=args.remask_threshold,
             cache_refresh=args.cache_refresh,
@@ -173,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         syntax_restarts=args.syntax_restarts,
         pass_budget=args.pass_budget or None,
     )
-    repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
+    RepairOptions.from_infill(options, threshold=args.fix_threshold)  # validated before loading
     if args.alternatives is not None:
         if args.write:
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")
@@ -193,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_OK
     backend = load(args.model, args.device, args.dtype, threads=args.threads,
                    trust_remote_code=args.trust_remote_code)
+    # The family's recommended sampler settings (Dream: entropy order, temperature 0.2, ...) fill
+    # in what the user left unset: infill.models.defaults.
+    options = replace(options, sampler=with_recommended(options.sampler, backend, explicit_sampler_fields(args)))
+    repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
     show = StepPrinter(backend) if args.show_steps else None
 
     if args.alternatives is not None:

@@ -284,7 +284,7 @@ class InfillLanguageServer(LanguageServer):
             except asyncio.TimeoutError:  # TimeoutError from 3.11 on
                 logger.warning("no answer to workspace/configuration: going on with the initial settings")
             backend = await self.load_backend()
-            options = self.settings.infill_options()  # imports the engine: torch is loaded by now
+            options = self.settings.infill_options(backend)  # imports the engine: torch is loaded by now
             options = clamp_options(self, options, backend)
             if job.cancelled():
                 raise Cancelled("cancelled before it started")

@@ -62,9 +62,11 @@ class Settings:
     trust_remote_code: bool = False
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
 
-    def infill_options(self) -> InfillOptions:
-        """Engine options: the sampler's defaults, overridden by what was set."""
+    def infill_options(self, denoiser: Any = None) -> InfillOptions:
+        """Engine options: the sampler's defaults, then the model family's recommended settings
+        (given the loaded `denoiser`: infill.models.defaults), overridden by what was set."""
         from infill.engine import InfillOptions
+        from infill.models.defaults import with_recommended
         from infill.sampler import SamplerConfig
 
         sampler = SamplerConfig()
@@ -81,6 +83,9 @@ class Settings:
             options.syntax_restarts = self.syntax_restarts
         if self.pass_budget is not None:
             options.pass_budget = self.pass_budget or None  # 0: no bound
+        if denoiser is not None:
+            explicit = {"temperature"} if self.temperature is not None else set()
+            options.sampler = with_recommended(options.sampler, denoiser, explicit)
         return options
 
     def needs_reload(self, other: Settings) -> bool:

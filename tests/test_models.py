@@ -480,3 +480,43 @@ def test_diffucoder_instruct_pads_with_dlm_pad(checkpoints, tmp_path):
     assert (denoiser.family, denoiser.null_id, denoiser.expand_id) == ("DiffuCoder-Instruct", 151667, None)
     assert 151643 in denoiser.special_ids and 151667 not in denoiser.special_ids
     assert denoiser.recommended["temperature"] == 0.4
+
+
+# -- each family's recommended sampler settings, where the user set nothing (infill.models.defaults)
+
+
+@pytest.mark.parametrize(
+    "family, order, temperature, block_length",
+    [("Dream", "entropy", 0.2, None), ("DreamOn", "entropy", 0.2, None), ("LLaDA", "low_confidence", 0.0, 32)],
+)
+def test_a_family_recommends_its_sampler_settings(family, order, temperature, block_length, loaded):
+    from infill.models.defaults import with_recommended
+
+    config = with_recommended(SamplerConfig(), loaded(family), explicit=set())
+    assert (config.order, config.temperature, config.block_length) == (order, temperature, block_length)
+    # what the user set wins
+    mine = with_recommended(SamplerConfig(order="margin", temperature=0.0), loaded(family), {"order", "temperature"})
+    assert (mine.order, mine.temperature) == ("margin", 0.0)
+
+
+def test_the_shipped_model_keeps_the_engine_defaults():
+    from infill.models.defaults import with_recommended
+
+    assert with_recommended(SamplerConfig(), load(None, "cpu"), explicit=set()) == SamplerConfig()
+
+
+def test_the_server_applies_the_recommendation_unless_a_setting_says_otherwise(loaded):
+    settings, _ = parse_settings({})
+    assert settings.infill_options(loaded("Dream")).sampler.order == "entropy"
+    assert settings.infill_options(loaded("Dream")).sampler.temperature == 0.2
+    settings, _ = parse_settings({"temperature": 0.0})
+    assert settings.infill_options(loaded("Dream")).sampler.temperature == 0.0
+    assert settings.infill_options().sampler == SamplerConfig()
+
+
+def test_the_cli_counts_only_flags_the_user_gave_as_set():
+    from infill.cli import build_parser, explicit_sampler_fields
+
+    assert explicit_sampler_fields(build_parser().parse_args(["f.py", "--lines", "1"])) == set()
+    given = build_parser().parse_args(["f.py", "--lines", "1", "--order", "margin", "--temperature", "0"])
+    assert explicit_sampler_fields(given) == {"order", "temperature"}
