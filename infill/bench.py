@@ -27,10 +27,11 @@ infill-bench speed [--model DIR]
     Model load time, engine time and end-to-end CLI time for a one-line and a ten-line fill
     in a 200-line file.
 
-infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--json PATH]
+infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--file-lines 2000,20000] [--json PATH]
     The language server as an editor sees it (lsp_server.measure): start to `initialize`
     answer, listing code actions, the first fill (loads the model), a one-line fill in a
-    200-line file and an inline completion (medians of --runs), and the server's memory.
+    200-line file and in longer ones (--file-lines; with each one's ratio to the 200-line
+    file's), an inline completion (medians of --runs), and the server's memory.
 """
 
 from __future__ import annotations
@@ -649,11 +650,17 @@ def speed(args: argparse.Namespace) -> dict:
 def lsp(args: argparse.Namespace) -> dict | None:
     """lsp_server.measure's numbers, printed as its table; None (and why, on stderr) if the
     server failed (a model it cannot load, a crash)."""
-    from lsp_server.measure import format_table, measure
+    from lsp_server.measure import format_table, line_counts, measure
 
     model = str(args.model) if args.model else None
     try:
-        results = measure(model=model, runs=args.runs, steps=args.steps, threads=args.threads)
+        file_lines = line_counts(args.file_lines)
+        results = measure(
+            model=model, runs=args.runs, steps=args.steps, threads=args.threads, file_lines=file_lines
+        )
+    except argparse.ArgumentTypeError as error:
+        print(f"infill-bench lsp: --file-lines: {error}", file=sys.stderr)
+        return None
     except RuntimeError as error:
         print(f"infill-bench lsp: {error}", file=sys.stderr)
         return None
@@ -750,6 +757,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shapes", type=lambda v: v.split(","), default=["open-dcoder-0.5b"],
                         help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)")
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
+    parser.add_argument("--file-lines", default="2000,20000", metavar="N,N",
+                        help="lsp: other file lengths to time the one-line fill in, against the "
+                        "200-line file (default 2000,20000; '' for none)")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser
 

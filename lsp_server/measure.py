@@ -7,12 +7,16 @@ path (default: the model shipped with infill), opens a 200-line Python file and 
 - the time to list code actions (median of several requests; no model run);
 - the first fill, which loads the model (and imports torch);
 - a one-line fill in the 200-line file (median of ``--runs``, after the first);
+- the same one-line fill in files of other lengths (``--file-lines``, default 2,000 and 20,000
+  lines: the same code repeated, the same line in the middle of each), and each one's ratio to
+  the 200-line file's: a request costs what the model's window costs, not the file;
 - an inline completion at the end of a line (median of ``--runs``);
 - the server's resident memory (``VmRSS`` from ``/proc/<pid>/status``) after the fills.
 
 Usage::
 
-    python -m lsp_server.measure --model DIR [--runs 5] [--steps N] [--threads N] [--json]
+    python -m lsp_server.measure --model DIR [--runs 5] [--steps N] [--threads N]
+                                 [--file-lines 2000,20000] [--json]
 
 Prints a small table, or the numbers as JSON with ``--json``. ``infill-bench lsp`` runs the same
 measurements (:func:`measure`, :func:`format_table`).
@@ -34,6 +38,9 @@ from lsprotocol import types
 URI = "file:///infill-measure/example.py"
 FILL_LINE = 100  # 0-based line of the one-line fill
 LIST_REPEATS = 20
+BASE_LINES = 200
+OTHER_LINES = (2_000, 20_000)
+"""The files the one-line fill is timed in besides the 200-line one (``--file-lines``)."""
 
 
 def sample_file(lines: int = 200) -> str:
@@ -50,6 +57,12 @@ def sample_file(lines: int = 200) -> str:
         ]
         index += 1
     return "\n".join(out[:lines]) + "\n"
+
+
+def middle_line(lines: int) -> int:
+    """The line of a ``lines``-line :func:`sample_file` that the fill regenerates: the line in the
+    middle that is like line :data:`FILL_LINE` of the 200-line file (a ``def`` line)."""
+    return FILL_LINE + 5 * ((lines // 2 - FILL_LINE) // 5)
 
 
 def rss_mib(pid: int) -> float | None:
@@ -76,6 +89,7 @@ async def measure_async(
     steps: int | None = None,
     threads: int | None = None,
     server_command: list[str] | None = None,
+    file_lines: tuple[int, ...] = OTHER_LINES,
 ) -> dict[str, Any]:
     """Run the measurements; the result's times are in seconds, memory in MiB."""
     from pygls.lsp.client import LanguageClient
@@ -119,38 +133,40 @@ async def measure_async(
         results["initialize_s"] = time.perf_counter() - started
         client.initialized(types.InitializedParams())
 
-        text = sample_file()
+        text = sample_file(BASE_LINES)
         lines = text.split("\n")
-        item = types.TextDocumentItem(uri=URI, language_id="python", version=1, text=text)
-        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+        open_file(client, URI, text)
         results["file_lines"] = len(lines) - 1
 
         line = lines[FILL_LINE]
-        selection = types.Range(
-            start=types.Position(line=FILL_LINE, character=0),
-            end=types.Position(line=FILL_LINE, character=len(line)),
-        )
-        params = types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=URI),
-            range=selection,
-            context=types.CodeActionContext(diagnostics=[]),
-        )
+        params = fill_params(URI, FILL_LINE, len(line))
         list_times = []
         for _ in range(LIST_REPEATS):
             seconds, listed = await _timed(lambda: client.text_document_code_action_async(params))
             list_times.append(seconds)
         results["list_actions_s"] = statistics.median(list_times)
-        [fill] = [action for action in listed if (action.data or {}).get("mode") == "fill"]
-
-        async def resolve() -> Any:
-            return await client.code_action_resolve_async(fill)
 
         try:
-            results["first_fill_s"], _ = await _timed(resolve)
+            results["first_fill_s"] = await time_fill(client, listed)
         except Exception as error:
             raise RuntimeError(f"the first fill failed: {error}; {' '.join(errors)}") from error
-        fill_times = [(await _timed(resolve))[0] for _ in range(runs)]
-        results["fill_s"] = statistics.median(fill_times)
+        results["fill_s"] = statistics.median([await time_fill(client, listed) for _ in range(runs)])
+
+        # The same fill in longer files: what it costs beyond the 200-line file's.
+        results["fill_by_lines"] = {str(BASE_LINES): results["fill_s"]}
+        for count in file_lines:
+            uri = URI.replace(".py", f"_{count}.py")
+            longer, where = sample_file(count), middle_line(count)
+            open_file(client, uri, longer)
+            listed_there = await client.text_document_code_action_async(
+                fill_params(uri, where, len(longer.split("\n")[where]))
+            )
+            await time_fill(client, listed_there)  # once first, as in the 200-line file
+            times = [await time_fill(client, listed_there) for _ in range(runs)]
+            results["fill_by_lines"][str(count)] = statistics.median(times)
+            client.text_document_did_close(
+                types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
 
         end_of_line = types.Position(line=FILL_LINE, character=len(line))
         inline_params = types.InlineCompletionParams(
@@ -180,6 +196,30 @@ async def measure_async(
     return results
 
 
+def open_file(client: Any, uri: str, text: str) -> None:
+    item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+
+
+def fill_params(uri: str, line: int, length: int) -> types.CodeActionParams:
+    """Code actions for the selection of ``line`` (its first ``length`` characters)."""
+    selection = types.Range(
+        start=types.Position(line=line, character=0), end=types.Position(line=line, character=length)
+    )
+    return types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=selection,
+        context=types.CodeActionContext(diagnostics=[]),
+    )
+
+
+async def time_fill(client: Any, listed: list[types.CodeAction]) -> float:
+    """Seconds to resolve the listed "fill" action."""
+    [fill] = [action for action in listed if (action.data or {}).get("mode") == "fill"]
+    seconds, _ = await _timed(lambda: client.code_action_resolve_async(fill))
+    return seconds
+
+
 def measure(**kwargs: Any) -> dict[str, Any]:
     """:func:`measure_async` for callers without an event loop (e.g. infill-bench)."""
     return asyncio.run(measure_async(**kwargs))
@@ -196,12 +236,39 @@ def format_table(results: dict[str, Any]) -> str:
             f"one-line fill, {results['file_lines']}-line file (median of {runs})",
             f"{results['fill_s'] * 1000:.0f} ms",
         ),
+        *[
+            (f"one-line fill, {lines}-line file (median of {runs})", f"{seconds * 1000:.0f} ms")
+            for lines, seconds in results["fill_by_lines"].items()
+            if lines != str(results["file_lines"])
+        ],
         (f"inline completion (median of {runs})", f"{results['inline_s'] * 1000:.0f} ms"),
         ("server memory after the fills (VmRSS)", "n/a" if rss is None else f"{rss:.0f} MiB"),
+    ]
+    base = results["fill_s"]
+    rows += [
+        (f"  ratio, {lines} to {results['file_lines']} lines", f"{seconds / base:.2f}x")
+        for lines, seconds in results["fill_by_lines"].items()
+        if lines != str(results["file_lines"])
     ]
     width = max(len(name) for name, _ in rows)
     header = f"infill-lsp, model: {results['model']}"
     return "\n".join([header, *(f"  {name:<{width}}  {value:>9}" for name, value in rows)])
+
+
+def fill_ratios(results: dict[str, Any]) -> dict[str, float]:
+    """Each file length's one-line fill time over the 200-line file's."""
+    return {lines: seconds / results["fill_s"] for lines, seconds in results["fill_by_lines"].items()}
+
+
+def line_counts(value: str) -> tuple[int, ...]:
+    """``--file-lines``: comma-separated line counts of at least 20 lines ('' for none)."""
+    try:
+        counts = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of line counts: {value!r}") from None
+    if any(count < 20 for count in counts):
+        raise argparse.ArgumentTypeError(f"a file needs at least 20 lines: {value!r}")
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,12 +280,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="fills to take the median of (default 5)")
     parser.add_argument("--steps", type=int, help="step cap per fill (default: the sampler's)")
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's choice)")
+    parser.add_argument("--file-lines", type=line_counts, default=OTHER_LINES, metavar="N,N",
+                        help="other file lengths to time the one-line fill in (default 2000,20000; "
+                        "'' for none)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON instead of a table")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     try:
-        results = measure(model=args.model, runs=args.runs, steps=args.steps, threads=args.threads)
+        results = measure(
+            model=args.model,
+            runs=args.runs,
+            steps=args.steps,
+            threads=args.threads,
+            file_lines=args.file_lines,
+        )
     except RuntimeError as error:
         print(f"measure: {error}", file=sys.stderr)
         return 1
