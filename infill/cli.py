@@ -203,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
                    trust_remote_code=args.trust_remote_code)
     # The family's recommended sampler settings (Dream: entropy order, temperature 0.2, ...) fill
     # in what the user left unset: infill.models.defaults.
-    options = replace(options, sampler=with_recommended(options.sampler, backend, explicit_sampler_fields(args)))
+    recommended = with_recommended(options.sampler, backend, explicit_sampler_fields(args))
+    options = replace(options, sampler=recommended)
     repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
     show = StepPrinter(backend) if args.show_steps else None
 

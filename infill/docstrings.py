@@ -45,7 +45,7 @@ from infill.spans import (
     _with_decorators,
     parse_tree,
 )
-from infill.window import window_around
+from infill.window import fits_one_window, window_around
 
 if TYPE_CHECKING:  # finding sites needs no torch (the language server lists them): see add_docstrings
     from infill.backend import Denoiser
@@ -224,8 +224,9 @@ def add_docstrings(
     context = options.context_length or denoiser.context_length
     fills: list[DocstringFill] = []
     stats = []
-    whole = window_around(document.text, sites[0].start, sites[-1].end, context)
-    groups = [list(sites)] if (whole.start, whole.end) == (0, len(document.text)) else _groups(sites, context)
+    # A file the model sees whole: one request. Else runs of nearby sites, each on its own window
+    # (not one request over the file: that would tokenize all of it, once per canvas tried).
+    groups = [list(sites)] if fits_one_window(document.text, context) else _groups(sites, context)
     for group in groups:
         if cancelled is not None and cancelled():
             raise Cancelled("cancelled between docstrings")

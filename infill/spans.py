@@ -14,6 +14,7 @@ into character offsets before they leave this module.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import functools
 import itertools
@@ -25,6 +26,7 @@ import tree_sitter
 import tree_sitter_python
 
 from infill.errors import InputError
+from infill.parse_cache import ParseCache
 
 
 @dataclass(frozen=True)
@@ -599,10 +601,16 @@ def _expression_types() -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.cache
+def _parse_cache() -> ParseCache:
+    """The trees of the last few texts parsed (infill.parse_cache: a text is parsed once, and a
+    changed text incrementally)."""
+    return ParseCache(_language())
+
+
 def parse_tree(text: str) -> tuple[bytes, tree_sitter.Node]:
     """The UTF-8 bytes of ``text`` and the root of their syntax tree."""
-    data = text.encode("utf-8", "surrogatepass")
-    return data, tree_sitter.Parser(_language()).parse(data).root_node
+    return _parse_cache().parse(text)
 
 
 def _node_text(node: tree_sitter.Node) -> str:
@@ -622,5 +630,29 @@ def _to_span(data: bytes, start: int, end: int, label: str) -> Span:
 
 
 def _char_offset(data: bytes, byte_offset: int) -> int:
-    """Character offset of a byte offset into ``data`` (UTF-8; always a character boundary)."""
-    return len(data[:byte_offset].decode("utf-8", "surrogatepass"))
+    """Character offset of a byte offset into ``data`` (UTF-8; always a character boundary):
+    the byte offset less the bytes beyond the first of each multi-byte character before it."""
+    table = _multibyte_characters(data)
+    if table is None:
+        return byte_offset
+    starts, extra = table
+    before = bisect.bisect_left(starts, byte_offset)  # multi-byte characters that start before it
+    return byte_offset - (extra[before - 1] if before else 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _multibyte_characters(data: bytes) -> tuple[list[int], list[int]] | None:
+    """Where each multi-byte character of ``data`` starts, and the extra bytes of all of them up to
+    and including it; None for ASCII. Built once per text: offsets then cost a binary search,
+    not a decode of everything before them (thousands of offsets in a big file)."""
+    if data.isascii():
+        return None
+    starts, extra, total = [], [], 0
+    for character in _MULTIBYTE.finditer(data):
+        total += character.end() - character.start() - 1
+        starts.append(character.start())
+        extra.append(total)
+    return starts, extra
+
+
+_MULTIBYTE = re.compile(rb"[\xc0-\xff][\x80-\xbf]*")

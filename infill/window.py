@@ -51,6 +51,12 @@ class Window:
         return TextEdit(edit.start + self.start, edit.end + self.start, edit.new_text)
 
 
+def fits_one_window(text: str, context_tokens: int) -> bool:
+    """Whether all of ``text`` is within the reach of one window of ``context_tokens`` tokens
+    (generously, as :func:`window_around` reaches)."""
+    return len(text) <= max(1, context_tokens) * CHARS_PER_TOKEN
+
+
 def window_around(text: str, start: int, end: int, context_tokens: int) -> Window:
     """The window of ``text`` a fill of [start, end) needs for ``context_tokens`` tokens of context
     (see the module docstring); the whole text when it is not much longer."""

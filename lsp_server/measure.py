@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from lsprotocol import types
@@ -154,13 +155,17 @@ async def measure_async(
 
         # The same fill in longer files: what it costs beyond the 200-line file's.
         results["fill_by_lines"] = {str(BASE_LINES): results["fill_s"]}
+        results["list_by_lines"] = {str(BASE_LINES): results["list_actions_s"]}
         for count in file_lines:
             uri = URI.replace(".py", f"_{count}.py")
             longer, where = sample_file(count), middle_line(count)
             open_file(client, uri, longer)
-            listed_there = await client.text_document_code_action_async(
-                fill_params(uri, where, len(longer.split("\n")[where]))
-            )
+            there = fill_params(uri, where, len(longer.split("\n")[where]))
+            list_times = []
+            for _ in range(runs):
+                seconds, listed_there = await _timed(partial(client.text_document_code_action_async, there))
+                list_times.append(seconds)
+            results["list_by_lines"][str(count)] = statistics.median(list_times)
             await time_fill(client, listed_there)  # once first, as in the 200-line file
             times = [await time_fill(client, listed_there) for _ in range(runs)]
             results["fill_by_lines"][str(count)] = statistics.median(times)
@@ -250,14 +255,14 @@ def format_table(results: dict[str, Any]) -> str:
         for lines, seconds in results["fill_by_lines"].items()
         if lines != str(results["file_lines"])
     ]
+    rows += [
+        (f"list code actions, {lines}-line file (median of {runs})", f"{seconds * 1000:.1f} ms")
+        for lines, seconds in results["list_by_lines"].items()
+        if lines != str(results["file_lines"])
+    ]
     width = max(len(name) for name, _ in rows)
     header = f"infill-lsp, model: {results['model']}"
     return "\n".join([header, *(f"  {name:<{width}}  {value:>9}" for name, value in rows)])
-
-
-def fill_ratios(results: dict[str, Any]) -> dict[str, float]:
-    """Each file length's one-line fill time over the 200-line file's."""
-    return {lines: seconds / results["fill_s"] for lines, seconds in results["fill_by_lines"].items()}
 
 
 def line_counts(value: str) -> tuple[int, ...]:

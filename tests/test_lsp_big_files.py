@@ -1,0 +1,147 @@
+"""infill-lsp on big files: a whole-file docstring job stops when cancelled, and settings that
+would make a request cost the file (a context length of 10^9) are clamped to the model's.
+
+A real server process over stdio (tests/lsp_raw.py) with a tiny random model: the fills are
+gibberish; what is checked is time, CPU and what the server says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+
+import pytest
+from lsp_raw import RawServer
+from lsp_support import REQUEST_CANCELLED, tiny_model_dir
+
+SMALL_URI = "file:///project/small.py"
+BIG_URI = "file:///project/big.py"
+FILE_DOCSTRINGS = "source.infill.docstrings"
+PROGRESS = {"window": {"workDoneProgress": True}}
+
+
+def generated_file(functions: int) -> str:
+    """``functions`` ten-line functions without docstrings (2,000 of them: 20,000 lines)."""
+    parts = []
+    for index in range(functions):
+        parts += [
+            f"def step_{index}(value, scale={index % 7 + 1}):",
+            f"    total = value * scale + {index}",
+            "    if total > 0:",
+            "        total = total // 2",
+            "    else:",
+            "        total = -total",
+            "    for _ in range(3):",
+            "        total += 1",
+            "    return total",
+            "",
+        ]
+    return "\n".join(parts) + "\n"
+
+
+SMALL = generated_file(20)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return tiny_model_dir(tmp_path_factory)
+
+
+def actions(server: RawServer, uri: str, line: int, end_line: int | None = None) -> list[dict]:
+    start = {"line": line, "character": 0}
+    end = start if end_line is None else {"line": end_line, "character": 0}
+    params = {
+        "textDocument": {"uri": uri},
+        "range": {"start": start, "end": end},
+        "context": {"diagnostics": []},
+    }
+    return server.request("textDocument/codeAction", params, timeout=30)["result"]
+
+
+def timed_fill(server: RawServer) -> float:
+    """Seconds to resolve "fill selection" of lines 12-13 of the small file."""
+    [fill] = [a for a in actions(server, SMALL_URI, 11, 13) if a["data"]["mode"] == "fill"]
+    started = time.monotonic()
+    answer = server.request("codeAction/resolve", fill, timeout=60)
+    assert "result" in answer and answer["result"].get("edit"), answer
+    return time.monotonic() - started
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used (Linux /proc)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def site_reports(server: RawServer) -> list[tuple[int, int]]:
+    """(k, n) of every "docstring k/n" progress report so far."""
+    found = []
+    for message in list(server.notifications):
+        if message.get("method") == "$/progress":
+            text = (message["params"].get("value") or {}).get("message") or ""
+            match = re.match(r"docstring (\d+)/(\d+)", text)
+            if match:
+                found.append((int(match[1]), int(match[2])))
+    return found
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads CPU time from Linux /proc")
+def test_cancelling_a_whole_file_docstring_job_on_20000_lines_stops_it_at_once(tiny_model):
+    with RawServer() as server:
+        server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8}, capabilities=PROGRESS)
+        server.open(SMALL_URI, SMALL)
+        timed_fill(server)  # loads the model
+        before = statistics.median(timed_fill(server) for _ in range(3))
+
+        big = generated_file(2_000)
+        assert big.count("\n") == 20_000
+        server.open(BIG_URI, big)
+        [job] = [a for a in actions(server, BIG_URI, 0) if a["kind"] == FILE_DOCSTRINGS]
+        assert job["title"].endswith("(2000)")
+        server.request_nowait("codeAction/resolve", job, msg_id="docstrings")
+
+        # It reports progress site by site; let it run into its sites, then cancel.
+        deadline = time.monotonic() + 120
+        while len({k for k, _ in site_reports(server)}) < 3:
+            assert time.monotonic() < deadline, f"no progress per site: {server.tail()}"
+            assert "docstrings" not in server.responses, server.responses["docstrings"]
+            time.sleep(0.05)
+        assert {n for _, n in site_reports(server)} == {2_000}
+        cancelled_at = time.monotonic()
+        server.notify("$/cancelRequest", {"id": "docstrings"})
+        answer = server.wait_response("docstrings", timeout=5)
+        assert time.monotonic() - cancelled_at < 1.0, "the cancelled job went on for a second or more"
+        assert answer.get("error", {}).get("code") == REQUEST_CANCELLED, answer
+
+        # Idle within a second: no work goes on behind the answer.
+        time.sleep(1.0)
+        pid = server.process.pid
+        used = cpu_seconds(pid)
+        time.sleep(1.0)
+        assert cpu_seconds(pid) - used < 0.25, "the server kept working after the cancel"
+
+        # The next fill runs at its usual speed (nothing queued ahead of it).
+        after = timed_fill(server)
+        assert after < max(3 * before, before + 1.0), (before, after)
+
+
+def test_a_context_length_of_a_billion_is_clamped_to_the_model_with_a_warning(tiny_model):
+    big = generated_file(750)  # 7,500 lines
+    with RawServer() as server:
+        server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, "contextLength": 10**9})
+        server.open(BIG_URI, big)
+        server.open(SMALL_URI, SMALL)
+        timed_fill(server)  # loads the model
+        [fill] = [a for a in actions(server, BIG_URI, 3_701, 3_703) if a["data"]["mode"] == "fill"]
+        started = time.monotonic()
+        answer = server.request("codeAction/resolve", fill, timeout=60)
+        seconds = time.monotonic() - started
+        assert "result" in answer and answer["result"].get("edit"), answer
+        assert seconds < max(5 * timed_fill(server), 2.0), seconds
+        shown = [
+            m["params"]["message"] for m in server.notifications if m.get("method") == "window/showMessage"
+        ]
+        assert any("contextLength 1000000000 is above the model's context of 128" in s for s in shown), shown
