@@ -145,3 +145,20 @@ def test_a_context_length_of_a_billion_is_clamped_to_the_model_with_a_warning(ti
             m["params"]["message"] for m in server.notifications if m.get("method") == "window/showMessage"
         ]
         assert any("contextLength 1000000000 is above the model's context of 128" in s for s in shown), shown
+
+
+def test_a_client_that_disappears_during_the_docstring_job_ends_the_process_within_a_second(tiny_model):
+    with RawServer() as server:
+        server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8}, capabilities=PROGRESS)
+        server.open(BIG_URI, generated_file(2_000))
+        [job] = [a for a in actions(server, BIG_URI, 0) if a["kind"] == FILE_DOCSTRINGS]
+        server.request_nowait("codeAction/resolve", job)
+        deadline = time.monotonic() + 120
+        while len({k for k, _ in site_reports(server)}) < 2:
+            assert time.monotonic() < deadline, f"the job never started: {server.tail()}"
+            time.sleep(0.05)
+        assert server.process.stdin is not None
+        server.process.stdin.close()  # the editor crashed
+        closed_at = time.monotonic()
+        assert server.wait_exit(timeout=5) is not None, "the server outlived its client"
+        assert time.monotonic() - closed_at < 1.0
