@@ -372,7 +372,9 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
     from infill.docstrings import add_docstrings
 
     if data.kind == FILE:
-        sites = missing_docstrings(document.text)
+        # The sites inside the action's span (all of them: a listed file action spans the whole
+        # text); data from a client that changed the span must not get edits outside it.
+        sites = [s for s in missing_docstrings(document.text) if data.start <= s.start and s.end <= data.end]
         if not sites:
             return Outcome([], "no docstring to add", "every function and class has a docstring")
     else:

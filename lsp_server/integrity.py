@@ -11,6 +11,9 @@
   of sync: every request on it answers ContentModified until the client sends its full text
   with a newer version (or opens it again), since the client's text and the server's may differ
   from then on. A change that repeats the current text is taken as a no-op.
+- Strings must be strings (:func:`strict_converter`): lsprotocol's converter would make
+  ``"text": null`` the document text ``"None"`` (``str(value)``), so the server would fill text
+  the client never had; such a message is refused as not fitting the protocol instead.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from collections.abc import Generator
 from typing import Any
 from urllib.parse import unquote
 
+import cattrs
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
+from pygls.protocol import default_converter
 from pygls.protocol.language_server import LanguageServerProtocol, lsp_method
 from pygls.workspace import TextDocument
 
@@ -32,6 +37,26 @@ logger = logging.getLogger("infill-lsp")
 def text_digest(text: str) -> str:
     """A short digest of ``text`` (32 hex digits), to tell two texts of one version apart."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def strict_converter() -> cattrs.Converter:
+    """pygls' converter, but a string field (and a ``languageId``) takes only a JSON string.
+
+    lsprotocol's converter structures a ``str`` field with ``str(value)`` and passes anything
+    through as a ``languageId``: ``{"text": null}`` would open a document whose text is "None",
+    and ``{"languageId": 5}`` crash every later request on it. Refused, such params get
+    InvalidParams (a request) or are ignored with a log line (a notification).
+    """
+    converter = default_converter()
+    converter.register_structure_hook(str, _string)
+    converter.register_structure_hook(types.LanguageKind | str, _string)
+    return converter
+
+
+def _string(value: Any, _type: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__} {value!r:.40}")
+    return value
 
 
 def check_current(

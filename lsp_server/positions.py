@@ -120,11 +120,12 @@ def to_lsp_edits(text: str, edits: Sequence[TextEdit], encoding: str = UTF16) ->
 
     All ranges refer to ``text`` as it is before any edit, as LSP wants for the edits of one
     ``TextDocumentEdit``. LSP has no position between the "\\r" and "\\n" of a line break, so an
-    edit that starts or ends there takes in the whole pair (same result, representable range).
+    edit that starts or ends there takes in the whole pair (same result, representable range);
+    edits that meet there are made one first, else both would take in the pair and overlap.
     """
     starts = line_starts(text)
     lsp_edits = []
-    for edit in sorted(edits, key=lambda edit: (edit.start, edit.end)):
+    for edit in _joined_inside_crlf(text, sorted(edits, key=lambda edit: (edit.start, edit.end))):
         start, end, new_text = edit.start, edit.end, edit.new_text
         if _inside_crlf(text, start):
             start, new_text = start - 1, "\r" + new_text
@@ -136,6 +137,19 @@ def to_lsp_edits(text: str, edits: Sequence[TextEdit], encoding: str = UTF16) ->
         )
         lsp_edits.append(types.TextEdit(range=lsp_range, new_text=new_text))
     return lsp_edits
+
+
+def _joined_inside_crlf(text: str, edits: list[TextEdit]) -> list[TextEdit]:
+    """Edits in text order, those that touch between a "\\r" and its "\\n" joined into one
+    (the same result: touching edits apply in this order)."""
+    joined: list[TextEdit] = []
+    for edit in edits:
+        last = joined[-1] if joined else None
+        if last is not None and last.end == edit.start and _inside_crlf(text, edit.start):
+            joined[-1] = TextEdit(last.start, edit.end, last.new_text + edit.new_text)
+        else:
+            joined.append(edit)
+    return joined
 
 
 def _inside_crlf(text: str, offset: int) -> bool:

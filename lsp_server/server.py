@@ -64,7 +64,7 @@ from infill.errors import Cancelled, InputError
 from infill.model_info import model_card
 from lsp_server import actions, diagnostics, inline
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
-from lsp_server.integrity import IntegrityProtocol, check_current, text_digest
+from lsp_server.integrity import IntegrityProtocol, check_current, strict_converter, text_digest
 from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
 from lsp_server.positions import (
     ENCODINGS,
@@ -101,6 +101,7 @@ class InfillLanguageServer(LanguageServer):
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Full,
             protocol_cls=IntegrityProtocol,
+            converter_factory=strict_converter,
         )
         self.initial_settings = Settings()  # from initializationOptions
         self.settings = Settings()  # the above, overridden by the client's configuration
@@ -235,6 +236,11 @@ class InfillLanguageServer(LanguageServer):
                     loaded = f"infill: model {model_card(settings.model_path).summary()}"
                     info = types.MessageType.Info  # in the client's log: which model fills the code
                     self.window_log_message(types.LogMessageParams(type=info, message=loaded))
+                except asyncio.CancelledError:
+                    # The request was cancelled while the model loaded: nothing was loaded, and
+                    # the key must not say otherwise, or every later request would fail.
+                    self.backend_key = None
+                    raise
                 except Exception as error:  # ModelError, and anything a broken file raises
                     self.backend_error = f"infill: cannot load the model ({where}): {error}"
                     logger.error("%s", self.backend_error)
@@ -383,7 +389,11 @@ async def did_change_configuration(
 
 
 def did_open(ls: InfillLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.publish_diagnostics(params.text_document.uri)
+    uri = params.text_document.uri
+    document = ls.workspace.text_documents.get(unquote(uri))
+    if document is not None:  # opened again without a close: its alternatives may be of other text
+        ls.alternatives.changed(uri, document.version, document.source)
+    ls.publish_diagnostics(uri)
 
 
 def did_change(ls: InfillLanguageServer, params: types.DidChangeTextDocumentParams) -> None:

@@ -246,6 +246,21 @@ def test_add_missing_docstrings_in_file_writes_every_one(make_oracle, oracle_for
     assert outcome.summary.startswith("2 of 3 docstring(s) written (class Shape, function Shape.area)")
 
 
+def test_a_file_docstring_action_edits_only_inside_its_span(make_oracle, oracle_for_canvases):
+    """Found by tests/test_lsp_fuzz.py: "add missing docstrings in file" with a span a client
+    narrowed (to 0-0) still wrote every docstring of the file, outside the span it declared."""
+    free = DOCUMENTED.index("def free")
+    [site] = [s for s in missing_docstrings(DOCUMENTED) if s.start >= free]
+    oracle = docstring_oracle(make_oracle, oracle_for_canvases, DOCUMENTED, [site], ["Free it."])
+
+    outcome = run_action(oracle, DOCUMENTED, ActionData(URI, 2, "file", free, len(DOCUMENTED), "document"))
+
+    assert [edit.start for edit in outcome.edits] == [site.start]
+    assert outcome.summary.startswith("1 of 1 docstring(s) written (function free)")
+    nothing = run_action(make_oracle(None), DOCUMENTED, ActionData(URI, 2, "file", 0, 0, "document"))
+    assert nothing.edits == []
+
+
 def test_document_data_that_names_no_site_is_an_input_error(make_oracle):
     documented_area = CORRECT.index("width * height")
     with pytest.raises(InputError, match="no definition without a docstring"):

@@ -140,3 +140,13 @@ def test_edits_become_lsp_edits_that_a_utf16_client_applies_identically():
 def test_an_edit_that_splits_a_crlf_becomes_one_that_a_client_can_apply(edit: TextEdit):
     [lsp_edit] = to_lsp_edits(TEXT, [edit])
     assert apply_utf16(TEXT, [lsp_edit]) == apply_edits(TEXT, [edit])
+
+
+def test_edits_that_meet_between_cr_and_lf_become_one_edit_not_two_overlapping():
+    """Found by tests/test_edit_properties.py: each edit took in the whole "\\r\\n", so the two
+    ranges overlapped, and a client refuses overlapping edits."""
+    crlf = TEXT.index("\r\n")
+    ours = [TextEdit(crlf - 1, crlf + 1, "X"), TextEdit(crlf + 1, crlf + 2, "Y")]  # meet inside the pair
+    lsp_edits = to_lsp_edits(TEXT, ours)
+    assert len(lsp_edits) == 1
+    assert apply_utf16(TEXT, lsp_edits) == apply_edits(TEXT, ours)

@@ -221,6 +221,28 @@ def test_malformed_frames_are_answered_or_skipped_and_the_server_goes_on(server:
     assert "MemoryError" not in server.tail() and server.process.poll() is None
 
 
+@pytest.mark.parametrize(
+    "item",
+    [{"text": None}, {"text": 5}, {"languageId": 5}, {"languageId": None}, {"uri": ["a"]}],
+    ids=["text-null", "text-number", "language-number", "language-null", "uri-list"],
+)
+def test_a_string_field_that_is_no_string_is_refused_not_made_one(server: RawServer, item: dict):
+    """Found by tests/test_lsp_fuzz.py: lsprotocol made ``"text": null`` the text "None" (so the
+    server filled text the client never had) and kept ``"languageId": 5``, which crashed every
+    later request on the document with InternalError. The didOpen is now ignored."""
+    server.initialize()
+    document = {"uri": URI, "languageId": "python", "version": 1, "text": TEXT, **item}
+    server.notify("textDocument/didOpen", {"textDocument": document})
+    answer = server.request("textDocument/codeAction", code_action(0, 0))
+    assert error_code(answer) == -32602 and "not open" in answer["error"]["message"], answer
+    server.open(URI, TEXT)
+    server.notify(
+        "textDocument/didChange",
+        {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [{"text": item.get("text", 7)}]},
+    )
+    assert error_code(server.request("textDocument/codeAction", code_action(3, 0))) is None  # TEXT kept
+
+
 def test_listing_right_after_initialize_is_never_cancelled(server: RawServer):
     server.initialize({"modelPath": "/nonexistent"})
     server.open(URI, TEXT)
@@ -265,6 +287,36 @@ def test_a_resolve_of_the_listed_text_with_a_reused_version_and_new_digest_is_re
     server.open(URI, "# reopened with other text\n" + TEXT, version=1)
     answer = server.request("codeAction/resolve", fill)
     assert error_code(answer) == -32801 and "other text" in answer["error"]["message"]
+
+
+def test_a_resolve_cancelled_while_the_model_loads_does_not_break_later_ones(server: RawServer, tiny_model):
+    """Found by tests/test_lsp_fuzz.py: a $/cancelRequest during the first model load left the
+    server believing the model was loaded; every later fill failed with a bare RequestFailed."""
+    server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 4})
+    server.open(URI, TEXT)
+    fill = listed_fill(server)
+    first = server.request_nowait("codeAction/resolve", fill)
+    time.sleep(0.3)  # importing torch and loading take longer than this
+    server.notify("$/cancelRequest", {"id": first})
+    assert error_code(server.wait_response(first, timeout=60)) == -32800  # RequestCancelled
+    answer = server.request("codeAction/resolve", fill, timeout=60)
+    assert "result" in answer, answer
+
+
+def test_alternatives_of_a_document_opened_again_with_other_text_are_dropped(server: RawServer, tiny_model):
+    """Found by tests/test_lsp_fuzz.py: a didOpen of an open document (no didClose) with other
+    text at the same version kept the alternatives sampled for the old text: the next listing
+    offered edits computed for text the document no longer had."""
+    server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 4, "alternatives": 3})
+    server.open(URI, TEXT)
+    params = code_action(1, 4)
+    params["range"]["end"] = {"line": 1, "character": 16}
+    listed = server.request("textDocument/codeAction", params)["result"]
+    [sample] = [a for a in listed if a["data"]["mode"] == "alternative"]
+    assert "result" in server.request("codeAction/resolve", sample, timeout=60)
+    assert any("edit" in a for a in server.request("textDocument/codeAction", params)["result"])
+    server.open(URI, "# opened again\n" + TEXT, version=1)
+    assert not any("edit" in a for a in server.request("textDocument/codeAction", params)["result"])
 
 
 def test_an_incremental_change_is_refused_and_the_document_is_out_of_sync(server: RawServer):
