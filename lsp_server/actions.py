@@ -38,6 +38,7 @@ imported only when a fill actually runs, so that listing never pays for it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -452,9 +453,21 @@ def check_span(text: str, data: ActionData) -> None:
 
 
 def text_document(text: str) -> Document:
-    """The engine's document for an editor's text (offsets are the text's own, a BOM included)."""
+    """The engine's document for an editor's text (offsets are the text's own, a BOM included).
+    InputError for a text with a lone surrogate (ill-formed UTF-16 from the client): it has no
+    UTF-8 form, so no file could hold it."""
+    lone = _LONE_SURROGATE.search(text)
+    if lone is not None:
+        line = text.count("\n", 0, lone.start()) + 1
+        raise InputError(
+            f"the document has a lone surrogate U+{ord(lone.group()):04X} on line {line} "
+            "(ill-formed UTF-16 from the editor), which no UTF-8 file can hold: fix that character first"
+        )
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
     return dataclasses.replace(document, text=text) if document.text != text else document
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def describe(text: str, data: ActionData) -> str:

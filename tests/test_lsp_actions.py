@@ -18,6 +18,7 @@ from lsp_server.actions import (
     quick_fixes,
     resolve,
     run_action,
+    text_document,
 )
 from lsp_server.diagnostics import diagnostics
 from lsp_server.inline import SYNTAX_EDITS, inline_completions
@@ -314,3 +315,11 @@ def test_inline_alternatives_are_distinct_samples():
     runs.clear()
     inline_completions(ConstantDenoiser(), SOURCE, 10, alternatives=3, cancelled=cancelled)
     assert len(runs) * 3 == steps_per_run  # temperature 0: one run, not three
+
+
+def test_a_text_with_a_lone_surrogate_is_refused_with_a_clear_message():
+    """An editor's text with ill-formed UTF-16 (a lone surrogate) has no UTF-8 form: the fill is
+    refused saying which character and where, not "not valid UTF-8"."""
+    with pytest.raises(InputError, match=r"lone surrogate U\+D83D on line 2 .*no UTF-8 file can hold"):
+        text_document("x = 1\ny = '\ud83d'\n")
+    assert text_document("y = '🐍'\n").text == "y = '🐍'\n"  # a pair is fine
