@@ -569,7 +569,14 @@ def load_backend(args: argparse.Namespace) -> Denoiser:
 
 
 def quality(args: argparse.Namespace) -> dict:
-    return run_quality(load_backend(args), args)
+    backend = load_backend(args)
+    if args.kept_context:  # as the language server runs: each sampling starts from the last one's cache
+        from infill.kept_context import KeptContext
+
+        backend = KeptContext(backend)
+    results = run_quality(backend, args)
+    results["kept_context"] = args.kept_context
+    return results
 
 
 SPEED_FILE_LINES = 200
@@ -738,6 +745,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=SamplerConfig.cache_refresh,
         help="full pass every N steps, span-only passes on cached context between (1: exact)",
     )
+    parser.add_argument("--kept-context", action="store_true",
+                        help="quality: start each sampling from the last one's cache, moved (as the "
+                        "language server does: infill.kept_context)")  # fmt: skip
     parser.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
                         help="the unmasking rule: which masked positions a pass commits first")  # fmt: skip
     parser.add_argument("--block-length", type=int, default=None, metavar="N",

@@ -111,6 +111,7 @@ class InfillLanguageServer(LanguageServer):
         self.backend_key: tuple | None = None  # Settings.model_key() of the model loaded
         self.backend_error: str | None = None  # why loading backend_key failed (not retried)
         self._backend_lock = asyncio.Lock()
+        self.contexts: Any = None  # infill.kept_context.DocumentContexts, from the first fill
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
         self.jobs = DocumentJobs()
         self.alternatives = AlternativeSets()  # the candidates last sampled, per document
@@ -219,6 +220,15 @@ class InfillLanguageServer(LanguageServer):
 
     # ------------------------------------------------------------------ model
 
+    def kept_context(self, uri: str, backend: Any) -> Any:
+        """The denoiser for a job on ``uri``: ``backend`` with the document's context kept from
+        its last job (infill.kept_context: the next fill's first pass computes what changed)."""
+        if self.contexts is None:
+            from infill.kept_context import DocumentContexts  # imports torch: not before a fill
+
+            self.contexts = DocumentContexts()
+        return self.contexts.denoiser(uri, backend)
+
     async def load_backend(self) -> Any:
         """The model for the current settings, loaded in the worker thread on first use (and
         again after the model path changes); RequestFailed if it cannot be, shown once."""
@@ -296,13 +306,22 @@ class InfillLanguageServer(LanguageServer):
                 raise Cancelled("cancelled before it started")
             timeout = self.settings.request_timeout
 
+            denoiser = self.kept_context(uri, backend)
+
             def timed_work() -> T:  # in the worker thread: the budget starts when the job runs
                 if job.cancelled():
                     raise Cancelled("cancelled while it waited for the model")
                 job.start_clock(timeout)
-                return work(backend, options, on_step, job.cancelled)
+                return work(denoiser, options, on_step, job.cancelled)
 
+            before = kept_counts(denoiser)
             result = await loop.run_in_executor(self.model_executor, timed_work)
+            passes, positions = (now - then for now, then in zip(kept_counts(denoiser), before))
+            if passes:
+                logger.info(
+                    "%s: %d first pass(es) on the document's kept context (%d positions computed)",
+                    uri, passes, positions,
+                )  # fmt: skip
             outcome = "done"
             return result
         except asyncio.CancelledError:  # $/cancelRequest: stop the sampler at its next step
@@ -326,6 +345,11 @@ class InfillLanguageServer(LanguageServer):
         finally:
             progress.end(outcome)
             self.jobs.finish(job)
+
+
+def kept_counts(denoiser: Any) -> tuple[int, int]:
+    """Full passes a kept context replaced so far, and the positions they computed."""
+    return getattr(denoiser, "reused_passes", 0), getattr(denoiser, "computed_positions", 0)
 
 
 def clamp_options(ls: InfillLanguageServer, options: Any, backend: Any) -> Any:
@@ -409,6 +433,8 @@ def did_close(ls: InfillLanguageServer, params: types.DidCloseTextDocumentParams
     for job in ls.jobs.of_document(uri):
         job.cancel.set()  # nobody waits for this document's edits any more
     ls.alternatives.closed(uri)
+    if ls.contexts is not None:
+        ls.contexts.forget(uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 

@@ -249,6 +249,27 @@ def test_exec_scoring_stops_a_program_that_runs_too_long(clamp_task):
 # --------------------------------------------------------------------------- the command
 
 
+def test_quality_with_the_kept_context_runs_as_the_server_does(tiny_backend, monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "load_backend", lambda *args, **kwargs: tiny_backend)
+    monkeypatch.setattr(bench, "heldout_sources", lambda: [("sample.py", SOURCE)])
+    out = tmp_path / "results.json"
+    argv = [
+        "quality",
+        "--kinds",
+        "block",
+        "--tasks",
+        "2",
+        "--steps",
+        "4",
+        "--kept-context",
+        "--json",
+        str(out),
+    ]
+    assert bench.main(argv) == 0
+    results = json.loads(out.read_text())
+    assert results["kept_context"] is True and results["table"]["block"]["tasks"] == 2
+
+
 def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     tiny_backend, monkeypatch, tmp_path, capsys
 ):

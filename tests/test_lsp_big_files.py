@@ -162,3 +162,20 @@ def test_a_client_that_disappears_during_the_docstring_job_ends_the_process_with
         closed_at = time.monotonic()
         assert server.wait_exit(timeout=5) is not None, "the server outlived its client"
         assert time.monotonic() - closed_at < 1.0
+
+
+def test_a_second_fill_in_a_document_starts_from_its_kept_context(tiny_model):
+    """infill.kept_context in the server: the next fill's first pass computes what changed."""
+    with RawServer("--log-level", "INFO") as server:
+        no_retries = {"syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}  # one sampling per fill
+        server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, **no_retries})
+        server.open(SMALL_URI, SMALL)
+        timed_fill(server)
+        assert not any("kept context" in line for line in server.stderr)
+        timed_fill(server)  # the same action again: the canvas is the one kept
+        [line] = [line for line in server.stderr if "kept context" in line]
+        assert SMALL_URI in line and "1 first pass(es)" in line
+        server.notify("textDocument/didClose", {"textDocument": {"uri": SMALL_URI}})
+        server.open(SMALL_URI, SMALL)
+        timed_fill(server)  # closed and opened again: nothing kept
+        assert len([line for line in server.stderr if "kept context" in line]) == 1

@@ -61,6 +61,11 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
 
     network: Decoder
 
+    @property
+    def rope_theta(self) -> float:
+        """The rotary base (infill.kept_context turns cached keys with it)."""
+        return self.network.config.rope_theta
+
     def new_cache(self) -> list:
         return self.network.new_cache()
 

@@ -42,6 +42,11 @@ class InfillBackend:
     def context_length(self) -> int:
         return self.model.config.context_length
 
+    @property
+    def rope_theta(self) -> float:
+        """The rotary base (infill.kept_context turns cached keys with it)."""
+        return self.model.config.rope_theta
+
     @torch.no_grad()
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model(ids.to(self.device)).logits.float().cpu()

@@ -1,0 +1,164 @@
+"""A document's context kept between requests: the next fill starts from the last one's cache.
+
+Within one fill the sampler already reuses the context's keys and values between full passes
+(:mod:`infill.prediction`). Each fill still starts with a full pass over its canvas, which for a
+0.5B-7B model is most of a one-line fill's time. In an editor the next request is nearly always
+on the same file, and its canvas mostly holds the same tokens as the last one's: the same window
+(or one that overlaps it), with another span masked.
+
+:class:`KeptContext` wraps a caching denoiser for one document. It remembers the canvas and the
+keys/values of the last pass it ran. When a new fill asks for its first full pass, the new
+canvas is aligned with the remembered one (runs of equal tokens, :func:`aligned_runs`); the keys
+and values of the aligned positions are moved to their new positions (keys turned by the rotary
+angle of the move, :func:`moved_cache`), and only the other positions (the new span, what was
+edited, the window's new edges) and the positions asked for are computed, attending to the moved
+context. That is the approximation the sampler makes between its full passes (Fast-dLLM's
+cache: context keys computed while the span held other tokens), carried across requests; the
+fill's later full passes (every ``cache_refresh`` steps) are real ones. When too little of the
+canvas aligns, the pass is a full one, as without a kept context.
+
+Only the language server keeps contexts (one per open document, :class:`DocumentContexts`); the
+CLI and the benchmarks run exactly as before.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+MIN_RUN = 8
+"""Aligned runs shorter than this many tokens are computed afresh (chance matches)."""
+MIN_KEPT_SHARE = 0.5
+"""A first pass reuses the kept context only if at least this share of the canvas aligns."""
+
+
+class KeptContext:
+    """A caching denoiser (``inner``) whose first full pass of each fill reuses the keys and
+    values of the last pass it ran, moved to where the same tokens are now. Everything else is
+    the inner denoiser's (attributes are looked up there)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.ids: torch.Tensor | None = None  # (B, L) canvas of the kept cache
+        self.cache: list | None = None  # the cache object the last pass wrote
+        self.reused_passes = 0  # full passes replaced by passes over the changed positions
+        self.computed_positions = 0  # positions computed in those passes
+
+    def __getattr__(self, name: str) -> Any:  # mask_id, null_id, encode, recommended, ...
+        return getattr(self.inner, name)
+
+    def new_cache(self) -> list:
+        return self.inner.new_cache()
+
+    @torch.no_grad()
+    def cached_logits(
+        self, ids: torch.Tensor, positions: torch.Tensor, cache: list, refresh: bool
+    ) -> torch.Tensor:
+        """As the inner denoiser's; a full pass that starts a cache (not one that refreshes the
+        cache of a fill under way) is replaced by a pass over the changed positions when enough
+        of the canvas aligns with the kept one."""
+        if refresh and cache is not self.cache and self._reuse(ids, cache):
+            changed = self._changed
+            wanted = torch.unique(torch.cat([positions.cpu(), changed]))  # sorted
+            logits = self.inner.cached_logits(ids, wanted, cache, refresh=False)
+            self.reused_passes += 1
+            self.computed_positions += len(wanted)
+            out = logits[:, torch.searchsorted(wanted, positions.cpu())]
+        else:
+            out = self.inner.cached_logits(ids, positions, cache, refresh)
+        self.ids, self.cache = ids.clone(), cache
+        return out
+
+    def _reuse(self, ids: torch.Tensor, cache: list) -> bool:
+        """Fill ``cache`` from the kept one if enough of ``ids`` aligns with it; the positions
+        left to compute are then in ``self._changed``."""
+        if self.cache is None or self.ids is None or self.ids.shape[0] != ids.shape[0]:
+            return False
+        if any(layer.keys is None for layer in self.cache):
+            return False
+        old, new = self.ids[0].tolist(), ids[0].tolist()
+        if any(not torch.equal(self.ids[row], self.ids[0]) or not torch.equal(ids[row], ids[0])
+               for row in range(1, ids.shape[0])):  # fmt: skip
+            return False  # rows that differ outside their spans: not this simple alignment
+        runs = aligned_runs(old, new)
+        kept = sum(length for _, _, length in runs)
+        if kept < MIN_KEPT_SHARE * len(new):
+            return False
+        old_at = torch.cat([torch.arange(i, i + n) for i, _, n in runs])
+        new_at = torch.cat([torch.arange(j, j + n) for _, j, n in runs])
+        for layer, moved in zip(
+            cache, moved_cache(self.cache, old_at, new_at, len(new), self.inner.rope_theta)
+        ):
+            layer.keys, layer.values = moved.keys, moved.values
+        fresh = torch.ones(len(new), dtype=torch.bool)
+        fresh[new_at] = False
+        self._changed = fresh.nonzero().flatten()
+        return True
+
+
+def aligned_runs(old: list[int], new: list[int], min_run: int = MIN_RUN) -> list[tuple[int, int, int]]:
+    """(start in old, start in new, length) of the runs of equal tokens of two canvases, in
+    order, each at least ``min_run`` long."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return [(i, j, n) for i, j, n in matcher.get_matching_blocks() if n >= min_run]
+
+
+def moved_cache(cache: list, old_at: torch.Tensor, new_at: torch.Tensor, length: int, theta: float) -> list:
+    """Per layer, keys and values (B, H, ``length``, D) holding the cache's positions ``old_at``
+    at ``new_at`` (zeros elsewhere, to be computed); each key turned by the rotary angle of its
+    move, so that it is the key of the same token at its new position."""
+    moved = []
+    for layer in cache:
+        keys, values = layer.keys, layer.values
+        shape = (*keys.shape[:2], length, keys.shape[-1])
+        new_keys, new_values = keys.new_zeros(shape), values.new_zeros(shape)
+        deltas = (new_at - old_at).to(keys.device)
+        new_keys[:, :, new_at] = rotated(keys[:, :, old_at], deltas, theta)
+        new_values[:, :, new_at] = values[:, :, old_at]
+        moved.append(type(layer)(new_keys, new_values))
+    return moved
+
+
+def rotated(keys: torch.Tensor, deltas: torch.Tensor, theta: float) -> torch.Tensor:
+    """Keys (B, H, P, D) already turned for their positions, turned by ``deltas`` (P,) positions
+    more: rotary embeddings (pairs i, i + D/2 turned by position x theta^(-2i/D), the layout of
+    infill.model and infill.models.decoder) compose by adding angles."""
+    dim = keys.shape[-1]
+    inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, device=keys.device).float() / dim)
+    angles = torch.outer(deltas.float(), inv_freq)  # (P, D/2)
+    cos, sin = angles.cos(), angles.sin()
+    k1, k2 = keys.float().chunk(2, dim=-1)
+    return torch.cat([k1 * cos - k2 * sin, k1 * sin + k2 * cos], dim=-1).to(keys.dtype)
+
+
+class DocumentContexts:
+    """The kept contexts of the last few documents (the language server's), for one model."""
+
+    def __init__(self, documents: int = 4) -> None:
+        self.documents = documents
+        self._kept: OrderedDict[str, KeptContext] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def denoiser(self, uri: str, backend: Any) -> Any:
+        """The denoiser a job on ``uri`` runs: ``backend`` with the document's kept context, or
+        ``backend`` itself if it cannot cache (no ``cached_logits``/``rope_theta``)."""
+        if not (hasattr(backend, "cached_logits") and hasattr(backend, "rope_theta")):
+            return backend
+        with self._lock:
+            kept = self._kept.get(uri)
+            if kept is None or kept.inner is not backend:  # a new document, or another model
+                kept = KeptContext(backend)
+            self._kept[uri] = kept
+            self._kept.move_to_end(uri)
+            while len(self._kept) > self.documents:
+                self._kept.popitem(last=False)
+            return kept
+
+    def forget(self, uri: str) -> None:
+        """The document was closed: its context is dropped."""
+        with self._lock:
+            self._kept.pop(uri, None)

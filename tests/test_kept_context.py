@@ -1,0 +1,141 @@
+"""infill.kept_context: a fill's first pass reuses the last fill's keys and values, moved.
+
+With one layer, a position's keys and values depend only on its token and position, so moving
+them (with the rotary turn) must give exactly what a full pass over the new canvas gives: that
+checks the alignment and the rotation. With more layers the moved context is an approximation,
+except for the same canvas, where it must again be exact.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from infill.kept_context import DocumentContexts, KeptContext, aligned_runs, rotated
+from infill.model import InfillConfig, InfillModel
+from infill.models.decoder import Decoder, DecoderConfig
+from infill.models.denoiser import CachingCheckpointDenoiser
+from infill.models.native import InfillBackend
+
+VOCAB = 97
+
+
+def native(layers: int) -> InfillBackend:
+    torch.manual_seed(0)
+    config = InfillConfig(
+        vocab_size=VOCAB, hidden_size=32, num_layers=layers, num_heads=2, context_length=256
+    )
+    return InfillBackend(InfillModel(config).eval(), tokenizer=None)
+
+
+def decoder(layers: int, shift: bool) -> CachingCheckpointDenoiser:
+    """The network of the Dream/LLaDA families (grouped key/value heads, q/k/v biases)."""
+    torch.manual_seed(0)
+    config = DecoderConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_layers=layers, num_heads=4,
+        num_kv_heads=2, head_dim=8, rope_theta=10000.0, norm_eps=1e-6, qkv_bias=True, tied_head=False,
+    )  # fmt: skip
+    network = Decoder(config).eval()
+    with torch.no_grad():
+        for parameter in network.parameters():
+            parameter.normal_(0, 0.3)
+    return CachingCheckpointDenoiser(
+        family="test", network=network, tokenizer=None, mask_id=VOCAB - 1, null_id=None,
+        special_ids=frozenset(), context_length=256, shift=shift, device=torch.device("cpu"),
+    )  # fmt: skip
+
+
+MODELS = {
+    "native": lambda layers: native(layers),
+    "decoder": lambda layers: decoder(layers, shift=False),
+    "decoder, shifted (Dream)": lambda layers: decoder(layers, shift=True),
+}
+
+
+def canvases(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A canvas, and the next request's: the window moved (tokens dropped at the start, others
+    added at the end), a span of masks of another length in the middle. And its span positions."""
+    rng = random.Random(seed)
+    text = [rng.randrange(VOCAB - 1) for _ in range(160)]
+    first = text[:120]
+    mask = VOCAB - 1
+    second = text[17:70] + [mask] * 9 + text[75:160]
+    span = torch.arange(53, 62)
+    return torch.tensor([first]), torch.tensor([second]), span
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_with_one_layer_the_moved_context_gives_the_full_pass_exactly(name):
+    inner = MODELS[name](1)
+    kept = KeptContext(inner)
+    first, second, span = canvases()
+    kept.cached_logits(first, torch.arange(40, 50), kept.new_cache(), refresh=True)  # a first fill
+    got = kept.cached_logits(second, span, kept.new_cache(), refresh=True)  # the next one's first pass
+    assert kept.reused_passes == 1
+    assert kept.computed_positions == 9 + 40  # the span and the window's new end only
+    expected = inner.logits(second)[:, span]
+    assert (got - expected).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_same_canvas_again_is_exact_at_any_depth(name):
+    inner = MODELS[name](3)
+    kept = KeptContext(inner)
+    first, _, _ = canvases()
+    positions = torch.arange(30, 38)
+    kept.cached_logits(first, positions, kept.new_cache(), refresh=True)
+    got = kept.cached_logits(first, positions, kept.new_cache(), refresh=True)
+    assert kept.reused_passes == 1
+    assert (got - inner.logits(first)[:, positions]).abs().max() < 1e-4
+
+
+def test_a_refresh_within_a_fill_is_a_real_full_pass():
+    inner = native(2)
+    kept = KeptContext(inner)
+    first, second, span = canvases()
+    kept.cached_logits(first, span, kept.new_cache(), refresh=True)
+    cache = kept.new_cache()
+    kept.cached_logits(second, span, cache, refresh=True)  # reused
+    got = kept.cached_logits(second, span, cache, refresh=True)  # the fill's own refresh
+    assert kept.reused_passes == 1
+    assert (got - inner.logits(second)[:, span]).abs().max() < 1e-4
+
+
+def test_a_canvas_that_hardly_aligns_gets_a_full_pass():
+    inner = native(2)
+    kept = KeptContext(inner)
+    first, _, span = canvases(0)
+    other, _, _ = canvases(1)
+    kept.cached_logits(first, span, kept.new_cache(), refresh=True)
+    got = kept.cached_logits(other, span, kept.new_cache(), refresh=True)
+    assert kept.reused_passes == 0
+    assert (got - inner.logits(other)[:, span]).abs().max() < 1e-4
+
+
+def test_turning_keys_twice_adds_the_angles():
+    keys = torch.randn(1, 2, 5, 8)
+    deltas, more = torch.tensor([0, 3, -4, 7, 100]), torch.tensor([2, -3, 4, 1, -50])
+    assert torch.allclose(rotated(rotated(keys, deltas, 10000.0), more, 10000.0),
+                          rotated(keys, deltas + more, 10000.0), atol=1e-5)  # fmt: skip
+    assert torch.allclose(rotated(keys, torch.zeros(5, dtype=torch.long), 10000.0), keys)
+
+
+def test_aligned_runs_find_the_moved_window():
+    old = list(range(100))
+    new = old[10:50] + [500] * 3 + old[60:100] + [600, 601]
+    assert aligned_runs(old, new) == [(10, 0, 40), (60, 43, 40)]
+
+
+def test_documents_keep_their_own_context_and_forget_when_closed():
+    backend, contexts = native(1), DocumentContexts(documents=2)
+    a = contexts.denoiser("file:///a.py", backend)
+    assert contexts.denoiser("file:///a.py", backend) is a and a.context_length == backend.context_length
+    assert contexts.denoiser("file:///b.py", backend) is not a
+    contexts.denoiser("file:///c.py", backend)  # a is the oldest of three: dropped
+    assert contexts.denoiser("file:///a.py", backend) is not a
+    b = contexts.denoiser("file:///b.py", backend)
+    contexts.forget("file:///b.py")
+    assert contexts.denoiser("file:///b.py", backend) is not b
+    assert contexts.denoiser("file:///a.py", native(1)) is not contexts.denoiser("file:///a.py", backend)
