@@ -712,8 +712,15 @@ def shapes(args: argparse.Namespace) -> dict:
     dtype = pick_dtype(args.dtype, device)
     text = speed_file()
     code = code_lines(text)
-    span = line_span(text, code[len(code) // 2], code[len(code) // 2])
-    rows = [measure_shape(name, text, span, device, dtype, args.passes, args.repeat) for name in args.shapes]
+    middle = len(code) // 2
+    span, next_span = (
+        line_span(text, code[middle], code[middle]),
+        line_span(text, code[middle + 1], code[middle + 1]),
+    )
+    rows = [
+        measure_shape(name, text, span, device, dtype, args.passes, args.repeat, next_span)
+        for name in args.shapes
+    ]
     print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes (a full one every "
           f"{SamplerConfig.cache_refresh}), {torch.get_num_threads()} threads, random weights")  # fmt: skip
     print(format_rows(rows))
@@ -730,8 +737,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the shipped model)")  # fmt: skip
     parser.add_argument("--device", default="auto", help="cuda, mps, cpu or auto")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="run the checkpoint's own modeling code (never without this flag)")
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the checkpoint's own modeling code (never without this flag)",
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)
@@ -764,8 +774,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
     parser.add_argument("--passes", type=int, default=12, help="sizes, shapes: denoising passes per fill")
-    parser.add_argument("--shapes", type=lambda v: v.split(","), default=["open-dcoder-0.5b"],
-                        help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)")
+    parser.add_argument(
+        "--shapes",
+        type=lambda v: v.split(","),
+        default=["open-dcoder-0.5b"],
+        help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)",
+    )
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
     parser.add_argument("--file-lines", default="2000,20000", metavar="N,N",
                         help="lsp: other file lengths to time the one-line fill in, against the "

@@ -443,7 +443,9 @@ def test_the_shapes_benchmark_times_a_family_shape(monkeypatch, capsys, tmp_path
     [row] = json.loads(out.read_text())["rows"]
     assert row["fill_passes"] == 3 and row["span"] >= 1 and row["canvas"] > row["span"]
     assert row["full_pass_ms"] > 0 and row["cached_pass_ms"] > 0 and row["peak_mib"] > 0
-    assert "tiny-qwen2" in capsys.readouterr().out
+    assert row["kept_fill_ms"] > 0  # the next line's fill on the document's kept context
+    printed = capsys.readouterr().out
+    assert "tiny-qwen2" in printed and "next fill" in printed
 
 
 def test_device_and_dtype_choices(checkpoints, tmp_path, capsys):
