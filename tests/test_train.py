@@ -169,8 +169,22 @@ def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_token
     run = tmp_path / "run"
     build_corpus(run, roots=[source_root], near_duplicate_threshold=None)
     tiny_tokenizer.save(run)
-    common = ["--out", str(run), "--seq-len", "64", "--batch-size", "4", "--hidden", "32",
-              "--layers", "2", "--heads", "2", "--lr", "3e-3"]
+    common = [
+        "--out",
+        str(run),
+        "--seq-len",
+        "64",
+        "--batch-size",
+        "4",
+        "--hidden",
+        "32",
+        "--layers",
+        "2",
+        "--heads",
+        "2",
+        "--lr",
+        "3e-3",
+    ]
     assert train_main(["model", *common, "--steps", "6"]) == 0
     state = torch.load(run / "checkpoint" / "state.pt", weights_only=True)
     assert state["step"] == 6
@@ -275,3 +289,33 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_bfloat16_autocast_is_used_on_a_cpu_only_where_it_pays_off(
+    tmp_path, source_root, tiny_tokenizer, monkeypatch, capsys
+):
+    """A CPU without native bfloat16 emulates it, 20-40x slower than float32: training measures
+    and falls back (the fine-tune had made 22 steps in 20 minutes that way)."""
+    from infill.train import train as train_module
+
+    assert train_module.bf16_pays_off(torch.device("cuda")) is True  # no probe on a GPU
+    assert isinstance(train_module.bf16_pays_off(torch.device("cpu")), bool)
+    autocasts = []
+    real_autocast = torch.autocast
+
+    def recording_autocast(device_type, dtype=None, enabled=True):
+        autocasts.append(enabled)
+        return real_autocast(device_type, dtype=dtype, enabled=enabled)
+
+    monkeypatch.setattr(train_module.torch, "autocast", recording_autocast)
+    run = tmp_path / "run"
+    build_corpus(run, roots=[source_root], near_duplicate_threshold=None)
+    tiny_tokenizer.save(run)
+    common = ["--out", str(run), "--seq-len", "64", "--batch-size", "4", "--hidden", "32",
+              "--layers", "2", "--heads", "2"]  # fmt: skip
+    for pays_off in (False, True):
+        monkeypatch.setattr(train_module, "bf16_pays_off", lambda device, pays_off=pays_off: pays_off)
+        autocasts.clear()
+        assert train_main(["model", *common, "--steps", str(2 if pays_off is False else 4)]) == 0
+        assert autocasts and set(autocasts) == {pays_off}
+    assert "bfloat16 autocast is slower than float32 on this CPU" in capsys.readouterr().out
