@@ -237,11 +237,24 @@ def _candidates_around(
         found = _cursor_range(data, node, kind)
         if found is not None and found[0] <= target <= found[1]:
             yield found[0], found[1], node
-        stack.extend(
-            child
-            for child in reversed(node.children)
-            if _line_shaped_start(data, child.start_byte) <= target <= child.end_byte
-        )
+        stack.extend(reversed(_children_around(data, node, target)))
+
+
+def _children_around(data: bytes, node: tree_sitter.Node, target: int) -> list[tree_sitter.Node]:
+    """The children of ``node`` whose range, from its line-shaped start, holds byte ``target``:
+    found from the first child that reaches ``target`` (a module of 2,000 definitions is not
+    walked child by child)."""
+    # py-tree-sitter 0.26's first_child_for_byte crashes where there is no such child (a leaf,
+    # or a node whose children all end before the byte): those have no child around target.
+    if node.child_count == 0 or node.child(node.child_count - 1).end_byte < target:
+        return []
+    child = node.first_child_for_byte(target - 1) if target > 0 else node.child(0)
+    found = []
+    while child is not None and _line_shaped_start(data, child.start_byte) <= target:
+        if target <= child.end_byte:
+            found.append(child)
+        child = child.next_sibling
+    return found
 
 
 def _cursor_range(data: bytes, node: tree_sitter.Node, kind: str) -> tuple[int, int] | None:

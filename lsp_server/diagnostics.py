@@ -76,7 +76,7 @@ def fix_span(text: str, problem: SyntaxProblem) -> tuple[Span, str]:
 # ---------------------------------------------------------------------- helpers
 
 
-def _problem_lines(text: str, starts: list[int], problem: SyntaxProblem) -> tuple[int, int]:
+def _problem_lines(text: str, starts: Sequence[int], problem: SyntaxProblem) -> tuple[int, int]:
     """0-based first and last line of ``problem``; a missing token on a blank line moves up to the
     previous non-blank line."""
     first = bisect.bisect_right(starts, problem.start) - 1

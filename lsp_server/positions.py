@@ -14,6 +14,7 @@ halves of a surrogate pair, or inside a UTF-8 sequence) is moved back to that ch
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Sequence
 
@@ -33,9 +34,11 @@ class PositionError(ValueError):
     """A position or range that does not fit the document."""
 
 
-def line_starts(text: str) -> list[int]:
-    """Offset of the first character of every line; the text after a final line break is a line."""
-    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+@functools.lru_cache(maxsize=8)
+def line_starts(text: str) -> tuple[int, ...]:
+    """Offset of the first character of every line; the text after a final line break is a line.
+    Kept for the last few texts: every request on a document converts positions on its text."""
+    return (0, *(match.end() for match in _LINE_BREAK.finditer(text)))
 
 
 def units(text: str, encoding: str = UTF16) -> int:
@@ -162,7 +165,7 @@ def format_range(lsp_range: types.Range) -> str:
     return f"{start.line}:{start.character}-{end.line}:{end.character}"
 
 
-def content_end(text: str, starts: list[int], line: int) -> int:
+def content_end(text: str, starts: Sequence[int], line: int) -> int:
     """Offset just past the last character of ``line``, before its line break (``starts``: from
     :func:`line_starts`)."""
     if line + 1 >= len(starts):

@@ -30,9 +30,9 @@ def utf16_column(line_text: str) -> int:
 
 def test_line_starts_follow_lsp_line_breaks():
     # "\r\n", "\r" and "\n" each end a line; the text after the last break is a line.
-    assert line_starts(TEXT) == [0, 10, 24, 26, 28, 30]
-    assert line_starts("") == [0]
-    assert line_starts("a\u2028b\x0cc") == [0]  # not LSP line breaks (unlike str.splitlines)
+    assert line_starts(TEXT) == (0, 10, 24, 26, 28, 30)
+    assert line_starts("") == (0,)
+    assert line_starts("a\u2028b\x0cc") == (0,)  # not LSP line breaks (unlike str.splitlines)
 
 
 @pytest.mark.parametrize(

@@ -176,9 +176,7 @@ def test_line_span_selects_exactly_those_lines(file, data):
     joined = "".join(lines[i] + terminators[i] for i in range(first - 1, last - 1))
     assert selected(text, span) == joined + lines[last - 1]
     before = "".join(line + end for line, end in zip(lines[: first - 1], terminators))
-    after = terminators[last - 1] + "".join(
-        line + end for line, end in zip(lines[last:], terminators[last:])
-    )
+    after = terminators[last - 1] + "".join(line + end for line, end in zip(lines[last:], terminators[last:]))
     assert text[: span.start] == before
     assert text[span.end :] == after
 
@@ -424,9 +422,7 @@ def test_statement_first_of_several_on_a_line_and_continuation_lines():
         text,
         "statement:3",
     )
-    assert_input_error(
-        "part of the if statement that starts on line 4", node_span, text, "statement:6"
-    )
+    assert_input_error("part of the if statement that starts on line 4", node_span, text, "statement:6")
 
 
 def test_nodes_in_a_crlf_file_end_before_the_crlf():
@@ -502,16 +498,10 @@ def test_cursor_in_indentation_and_just_after_a_node():
 
 
 def test_cursor_labels():
-    assert node_at_offset(SOURCE, SOURCE.index("return 0.0"), "body").label == (
-        "body of function Shape.area"
-    )
-    assert node_at_offset(SOURCE, SOURCE.index("return 0.0"), "function").label == (
-        "function Shape.area"
-    )
+    assert node_at_offset(SOURCE, SOURCE.index("return 0.0"), "body").label == ("body of function Shape.area")
+    assert node_at_offset(SOURCE, SOURCE.index("return 0.0"), "function").label == ("function Shape.area")
     line = line_of(SOURCE, "return 0.0")
-    assert node_at_offset(SOURCE, SOURCE.index("0.0"), "expression").label == (
-        f"expression on line {line}"
-    )
+    assert node_at_offset(SOURCE, SOURCE.index("0.0"), "expression").label == (f"expression on line {line}")
 
 
 def test_cursor_with_nothing_of_that_kind():
@@ -611,9 +601,7 @@ def test_validate_agrees_with_a_brute_force_model(text, pairs):
         all(0 <= start <= end <= len(text) for start, end in pairs)
         and not any(conflict(a, b) for i, a in enumerate(pairs) for b in pairs[i + 1 :])
         and not any(
-            offset > 0 and text[offset - 1 : offset + 1] == "\r\n"
-            for pair in pairs
-            for offset in pair
+            offset > 0 and text[offset - 1 : offset + 1] == "\r\n" for pair in pairs for offset in pair
         )
     )
     spans = [Span(start, end) for start, end in pairs]
@@ -640,3 +628,36 @@ def test_spans_from_the_parsers_validate_together():
         "body of function Circle.area",
     ]
     assert all(re.fullmatch(r"[^\r]*", selected(SOURCE, span)) for span in ordered)
+
+
+def _every_candidate(data, root, kind, target):
+    """The plain walk over every child that infill.spans._candidates_around shortcuts."""
+    from infill.spans import _cursor_range, _line_shaped_start
+
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        found = _cursor_range(data, node, kind)
+        if found is not None and found[0] <= target <= found[1]:
+            yield found[0], found[1], node.id
+        stack.extend(
+            c
+            for c in reversed(node.children)
+            if _line_shaped_start(data, c.start_byte) <= target <= c.end_byte
+        )
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["", "x", "\n\n", "def f(:\n  x = (1,\n",
+     "@d\nclass X:\n\n    def f(self): return (1,\n   2)\n  \ns = '🐍é'\n",
+     "class A:\n    def g(self):\n        pass\n    \nif x:\n\tpass\n"],
+)  # fmt: skip
+def test_the_nodes_around_an_offset_are_found_as_by_walking_every_child(source):
+    from infill.spans import CURSOR_KINDS, _candidates_around, parse_tree
+
+    data, root = parse_tree(source)
+    for target in range(len(data) + 1):
+        for kind in CURSOR_KINDS:
+            found = [(s, e, node.id) for s, e, node in _candidates_around(data, root, kind, target)]
+            assert found == list(_every_candidate(data, root, kind, target)), (target, kind)
