@@ -15,7 +15,7 @@ while it is denoised.
         stop when a pass finds nothing masked and changes nothing
 
 As DreamOn's own sampler does (DreamLM/DreamOn `eval/generator.py`,
-`batch_generate_with_expand_as_token`; its evaluation: `eval/eval_humaneval_infilling.sh`, with
+`batch_generate_with_expand_as_token`; its infilling evaluation script under `eval/`, with
 masks to start with 4 to 64, at most 64, 256 steps, entropy, temperature 0.2, top-p 0.9):
 one token committed per step, a committed expand turned into two masks, the end-of-text
 committed inside the span removed together with the masks to its right, expand forbidden once
