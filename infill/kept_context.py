@@ -61,8 +61,8 @@ class KeptContext:
         """As the inner denoiser's; a full pass that starts a cache (not one that refreshes the
         cache of a fill under way) is replaced by a pass over the changed positions when enough
         of the canvas aligns with the kept one."""
-        if refresh and cache is not self.cache and self._reuse(ids, cache):
-            changed = self._changed
+        changed = self._reuse(ids, cache) if refresh and cache is not self.cache else None
+        if changed is not None:
             wanted = torch.unique(torch.cat([positions.cpu(), changed]))  # sorted
             logits = self.inner.cached_logits(ids, wanted, cache, refresh=False)
             self.reused_passes += 1
@@ -73,21 +73,21 @@ class KeptContext:
         self.ids, self.cache = ids.clone(), cache
         return out
 
-    def _reuse(self, ids: torch.Tensor, cache: list) -> bool:
-        """Fill ``cache`` from the kept one if enough of ``ids`` aligns with it; the positions
-        left to compute are then in ``self._changed``."""
+    def _reuse(self, ids: torch.Tensor, cache: list) -> torch.Tensor | None:
+        """Fill ``cache`` from the kept one if enough of ``ids`` aligns with it, and return the
+        positions left to compute; None (``cache`` untouched) if too little aligns."""
         if self.cache is None or self.ids is None or self.ids.shape[0] != ids.shape[0]:
-            return False
+            return None
         if any(layer.keys is None for layer in self.cache):
-            return False
+            return None
         old, new = self.ids[0].tolist(), ids[0].tolist()
         if any(not torch.equal(self.ids[row], self.ids[0]) or not torch.equal(ids[row], ids[0])
                for row in range(1, ids.shape[0])):  # fmt: skip
-            return False  # rows that differ outside their spans: not this simple alignment
+            return None  # rows that differ outside their spans: not this simple alignment
         runs = aligned_runs(old, new)
         kept = sum(length for _, _, length in runs)
         if kept < MIN_KEPT_SHARE * len(new):
-            return False
+            return None
         old_at = torch.cat([torch.arange(i, i + n) for i, _, n in runs])
         new_at = torch.cat([torch.arange(j, j + n) for _, j, n in runs])
         for layer, moved in zip(
@@ -96,8 +96,7 @@ class KeptContext:
             layer.keys, layer.values = moved.keys, moved.values
         fresh = torch.ones(len(new), dtype=torch.bool)
         fresh[new_at] = False
-        self._changed = fresh.nonzero().flatten()
-        return True
+        return fresh.nonzero().flatten()
 
 
 def aligned_runs(old: list[int], new: list[int], min_run: int = MIN_RUN) -> list[tuple[int, int, int]]:
