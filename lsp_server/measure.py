@@ -241,25 +241,18 @@ def format_table(results: dict[str, Any]) -> str:
             f"one-line fill, {results['file_lines']}-line file (median of {runs})",
             f"{results['fill_s'] * 1000:.0f} ms",
         ),
-        *[
-            (f"one-line fill, {lines}-line file (median of {runs})", f"{seconds * 1000:.0f} ms")
-            for lines, seconds in results["fill_by_lines"].items()
-            if lines != str(results["file_lines"])
-        ],
         (f"inline completion (median of {runs})", f"{results['inline_s'] * 1000:.0f} ms"),
         ("server memory after the fills (VmRSS)", "n/a" if rss is None else f"{rss:.0f} MiB"),
     ]
-    base = results["fill_s"]
-    rows += [
-        (f"  ratio, {lines} to {results['file_lines']} lines", f"{seconds / base:.2f}x")
-        for lines, seconds in results["fill_by_lines"].items()
-        if lines != str(results["file_lines"])
-    ]
-    rows += [
-        (f"list code actions, {lines}-line file (median of {runs})", f"{seconds * 1000:.1f} ms")
-        for lines, seconds in results["list_by_lines"].items()
-        if lines != str(results["file_lines"])
-    ]
+    base = str(results["file_lines"])
+    longer = [lines for lines in results["fill_by_lines"] if lines != base]  # --file-lines
+    for lines in longer:
+        fill, listing = results["fill_by_lines"][lines], results["list_by_lines"][lines]
+        rows += [
+            (f"one-line fill, {lines}-line file (median of {runs})", f"{fill * 1000:.0f} ms"),
+            (f"  ratio, {lines} to {base} lines", f"{fill / results['fill_s']:.2f}x"),
+            (f"list code actions, {lines}-line file (median of {runs})", f"{listing * 1000:.1f} ms"),
+        ]
     width = max(len(name) for name, _ in rows)
     header = f"infill-lsp, model: {results['model']}"
     return "\n".join([header, *(f"  {name:<{width}}  {value:>9}" for name, value in rows)])
