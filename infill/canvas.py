@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from infill.backend import Denoiser
 from infill.errors import InputError
 
-if TYPE_CHECKING:  # not imported at run time: training (infill.train.masking) runs without tree-sitter
+if TYPE_CHECKING:  # types only: training (infill.train.masking) runs without tree-sitter
+    from infill.models.base import Denoiser
     from infill.spans import Span
 
 MIN_BUDGET = 16
@@ -111,9 +111,3 @@ def window(canvas: Canvas, context_length: int) -> Canvas:
     start = first - left
     slots = [Slot(s.span, s.start - start, s.length) for s in canvas.slots]
     return Canvas(canvas.ids[start : last + right], slots)
-
-
-def span_text(denoiser: Denoiser, ids: list[int]) -> str:
-    """Decode a filled slot: nulls (unused budget) and any special token are dropped."""
-    drop = set(denoiser.special_ids) | {denoiser.null_id}
-    return denoiser.decode([i for i in ids if i not in drop])

@@ -23,26 +23,34 @@ from dataclasses import replace
 from pathlib import Path
 
 from infill import __version__
-from infill.alternatives import MAX_CANDIDATES, Candidate, alternatives
-from infill.canvas import Canvas
-from infill.docstrings import DocstringResult, add_docstrings, missing_docstrings
+from infill.docstring_sites import missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
-from infill.engine import InfillOptions, InfillResult, infill
 from infill.errors import InputError, ModelError
 from infill.model_info import model_card
 from infill.models import load
 from infill.models.defaults import TUNABLE, with_recommended
-from infill.repair import RepairOptions, RepairResult, repair
-from infill.sampler import (
+from infill.modes import (
+    AlternativesRequest,
+    Candidate,
+    DocstringRequest,
+    DocstringResult,
+    FillRequest,
+    FixRequest,
+    FixResult,
+    InfillResult,
+)
+from infill.modes.alternatives import MAX_CANDIDATES
+from infill.options import (
     LENGTH_POLICIES,
     MULTI_LINE_STEPS,
     ONE_LINE_STEPS,
     ORDERS,
+    FixOptions,
+    InfillOptions,
     SamplerConfig,
-    SampleStats,
-    Step,
 )
+from infill.pipeline import Canvas, Hooks, SampleStats, Step, run
 from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
 EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 2, 3, 130
@@ -120,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="start no fresh fill once the fill has had N forward passes of the model "
                          "(bounds the time a broken fill takes; 0: no bound; default %(default)s)")
     sampler.add_argument("--seed", type=int, default=None)
-    sampler.add_argument("--fix-threshold", type=float, default=RepairOptions.threshold, metavar="P",
+    sampler.add_argument("--fix-threshold", type=float, default=FixOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
     model = parser.add_argument_group("model")
     model.add_argument("--model", type=Path, default=None, metavar="DIR",
@@ -158,7 +166,7 @@ def explicit_sampler_fields(args: argparse.Namespace) -> set[str]:
     return {name for name in TUNABLE if getattr(args, name, None) is not None}
 
 
-def run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
     temperature = args.temperature if args.temperature is not None else SamplerConfig.temperature
     options = InfillOptions(  # validates the numbers before anything is loaded
         sampler=SamplerConfig(
@@ -181,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         syntax_restarts=args.syntax_restarts,
         pass_budget=args.pass_budget or None,
     )
-    RepairOptions.from_infill(options, threshold=args.fix_threshold)  # validated before loading
+    FixOptions.from_infill(options, threshold=args.fix_threshold)  # validated before loading
     if args.alternatives is not None:
         if args.write:
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")
@@ -205,25 +213,25 @@ def run(args: argparse.Namespace) -> int:
     # in what the user left unset: infill.models.defaults.
     recommended = with_recommended(options.sampler, backend, explicit_sampler_fields(args))
     options = replace(options, sampler=recommended)
-    repair_options = RepairOptions.from_infill(options, threshold=args.fix_threshold)
-    show = StepPrinter(backend) if args.show_steps else None
+    fix_options = FixOptions.from_infill(options, threshold=args.fix_threshold)
+    hooks = Hooks(on_step=StepPrinter(backend) if args.show_steps else None)
 
     if args.alternatives is not None:
-        candidates = alternatives(backend, document, spans[0], args.alternatives, options,
-                                  temperature=args.temperature, on_step=show)
+        request = AlternativesRequest(document, spans[0], args.alternatives, options, args.temperature)
+        candidates = run(backend, request, hooks)
         print_candidates(document, candidates, args)
         if args.stats or args.show_steps:
             summary = f"{len(candidates)} distinct candidate(s)"
             print(stats_line(candidates[0].stats, summary), file=sys.stderr)
         return EXIT_OK
     if args.fix:
-        result = repair(backend, document, spans, repair_options, on_step=show)
+        result = run(backend, FixRequest(document, spans, fix_options), hooks)
         report, summary = fix_report(document, result), f"{len(result.flagged)} token(s) flagged"
     elif args.document:
-        result = add_docstrings(backend, document, sites, options, on_step=show)
+        result = run(backend, DocstringRequest(document, sites, options), hooks)
         report, summary = docstring_report(document, result), f"{len(result.edits)} docstring(s)"
     else:
-        result = infill(backend, document, spans, options, on_step=show)
+        result = run(backend, FillRequest(document, spans, options), hooks)
         report, summary = json_report(document, result), f"{len(result.spans)} span(s)"
     output(document, result.edits, report, args)
     if args.stats or args.show_steps:
@@ -253,7 +261,7 @@ def json_report(document: Document, result: InfillResult) -> dict:
     }
 
 
-def fix_report(document: Document, result: RepairResult) -> dict:
+def fix_report(document: Document, result: FixResult) -> dict:
     return {
         "edits": edits_to_json(document.text, result.edits),
         "spans": [{"label": s.span.label, "start": s.span.start, "end": s.span.end,
@@ -343,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.file is None:
         parser.error("the following arguments are required: file")
     try:
-        return run(args)
+        return run_command(args)
     except InputError as error:
         print(f"infill: error: {error}", file=sys.stderr)
         return EXIT_INPUT

@@ -3,7 +3,7 @@
     infill-docstrings a.py b.py            # write them in place; exit 1 if a file changed
     infill-docstrings --check a.py b.py    # only report what would change; exit 1 if anything would
 
-Each function and class without a docstring gets one written by the model (`infill.docstrings`,
+Each function and class without a docstring gets one written by the model (`infill.modes.docstrings`,
 as `infill FILE --document` does), like a formatter: the files are changed in place (atomic
 writes; BOM, line endings and tabs kept), the commit fails once, and you review and stage the
 docstrings. Nothing is inserted that would make a file stop parsing. A file that cannot be read
@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infill.docstrings import DocstringSite, missing_docstrings
+from infill.docstring_sites import DocstringSite, missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.errors import InputError, ModelError
 
@@ -89,8 +89,8 @@ def document_file(path: Path, document: Document, sites: list[DocstringSite], ba
                   check: bool) -> bool:  # fmt: skip
     """Write the docstrings the model gives for `sites` (or, with `check`, report them); whether
     the file changed (would change)."""
-    from infill.docstrings import add_docstrings
     from infill.edits import apply_edits
+    from infill.modes.docstrings import add_docstrings
 
     result = add_docstrings(backend.get(), document, sites)
     for fill in result.fills:

@@ -37,14 +37,18 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
-from infill.backend import Denoiser
 from infill.errors import Cancelled
+from infill.options import SamplerConfig
 from infill.prediction import CanvasPredictor
-from infill.sampler import SamplerConfig, SampleResult, SampleStats, Step, commit_positions, runs
+from infill.sampler import SampleResult, SampleStats, Step, commit_positions, runs
 from infill.unmasking import choose_tokens, rule_scores, sampling_distribution
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
 
 
 @dataclass
@@ -257,7 +261,7 @@ def write_back(
 ) -> None:
     """Each span into its slot of `ids[row]`: its tokens, then <null> to the slot's end. A
     padding position's confidence is the geometric mean of the span's (1 for an empty span), so
-    the slot's mean log-probability is the span's own (what infill.alternatives ranks by)."""
+    the slot's mean log-probability is the span's own (what infill.modes.alternatives ranks by)."""
     for span in spans:
         tokens = [cell.token for cell in span.cells]
         padding = span.budget - len(tokens)

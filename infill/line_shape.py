@@ -17,7 +17,7 @@ non-empty span of `text`, the fill's edges are made to match the span's:
 
 An empty span (an insertion point: inline completion, a docstring) is left as the model wrote
 it. Added line breaks are the document's (`newline`). The rule is applied where a span's text is
-produced from the canvas (`infill.syntax_remask.slot_texts`, `infill.alternatives`), so the
+produced from the canvas (`infill.decode`, the pipeline's decode stage), so the
 parser judges, and the CLI, the language server and every editor get, fills of this shape.
 """
 

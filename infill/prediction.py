@@ -17,9 +17,13 @@ to the span's content.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from infill.backend import Denoiser
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
+
 
 
 class CanvasPredictor:
@@ -64,3 +68,8 @@ def allowed_softmax(denoiser: Denoiser, logits: torch.Tensor) -> torch.Tensor:
     logits = logits.float()  # (rules the specials out in place, as the denoiser's logits are fresh)
     logits[..., list(denoiser.special_ids)] = float("-inf")
     return torch.softmax(logits, dim=-1)
+
+
+def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the vocabulary at every position, special tokens ruled out (one full pass)."""
+    return allowed_softmax(denoiser, denoiser.logits(x))

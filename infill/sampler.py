@@ -27,7 +27,7 @@ decoding (threshold 0.9, block 32 in its Dream setting). A lower step cap commit
 
 A denoiser with `expand_id` (DreamOn) decides span lengths by growing and shrinking the span
 while it denoises: infill.expansion runs that loop. A denoiser with neither a null token nor
-expand gets its span lengths from infill.span_length (chosen by the engine before sampling).
+expand gets its span lengths from infill.span_length (chosen in the canvas stage, infill.pipeline).
 """
 
 from __future__ import annotations
@@ -36,71 +36,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 
-from infill.backend import Denoiser
-from infill.errors import Cancelled, InputError
-from infill.prediction import CanvasPredictor, allowed_softmax
-from infill.unmasking import ORDERS, choose_tokens, rule_scores, sampling_distribution
+from infill.errors import Cancelled
+from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
+from infill.prediction import CanvasPredictor
+from infill.unmasking import choose_tokens, rule_scores, sampling_distribution
 
-LENGTH_POLICIES = ("first-pass", "free", "given")
-ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
-MULTI_LINE_STEPS = 128  # ...and of spans of several lines: at least one token a pass, more when confident
-
-
-@dataclass
-class SamplerConfig:
-    steps: int | None = None  # cap on forward passes; None: by the spans (see step_cap)
-    commit_threshold: float = 0.9  # commit every masked position at least this confident
-    remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
-    max_revisions: int = 2  # per position, so that sampling always converges
-    length: str = "first-pass"  # how a span's length is decided: "first-pass", "free" (see below),
-    #   or "given": every editable position is content, no <null> (e.g. re-denoising parts of a fill)
-    length_scale: float = 1.0  # "first-pass": a span keeps this times the length the model decides
-    #   (at least 1 position, at most its budget): fresh fills try other lengths (syntax_remask)
-    nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
-    cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
-    #   only the span positions are computed, on cached context keys/values (1: never cache)
-    temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
-    top_p: float | None = None  # sample only from the most likely tokens reaching this probability
-    top_k: int | None = None  # ...and only from the k most likely
-    seed: int | None = None
-    order: str = "confidence"  # the unmasking rule: beyond the confident ones, a pass commits the
-    #   masked positions whose token is most probable ("confidence" = LLaDA's "low_confidence";
-    #   Dream's "maskgit_plus": under the sampling distribution), whose best token leads its
-    #   runner-up most ("margin" = "topk_margin"), whose distribution is most peaked ("entropy"),
-    #   or that come first in their span ("left-to-right": first on the canvas). infill.unmasking
-    block_length: int | None = None  # decode each span in blocks of this many positions, left to
-    #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
-    expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
-    #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.expansion)
-
-    def __post_init__(self) -> None:
-        if self.steps is not None and self.steps < 1:
-            raise InputError(f"steps must be at least 1 (got {self.steps})")
-        if self.temperature < 0:
-            raise InputError(f"temperature must be 0 or more (got {self.temperature})")
-        for name in ("commit_threshold", "remask_threshold"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise InputError(f"top_p must be above 0 and at most 1 (got {self.top_p})")
-        for name in ("top_k", "block_length"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise InputError(f"{name} must be at least 1 (got {getattr(self, name)})")
-        if self.expand_start < 1:
-            raise InputError(f"expand_start must be at least 1 (got {self.expand_start})")
-        if self.order not in ORDERS:
-            raise InputError(f"order must be one of {', '.join(ORDERS)} (got {self.order!r})")
-        if self.length not in LENGTH_POLICIES:
-            raise InputError(f"length must be one of {', '.join(LENGTH_POLICIES)} (got {self.length!r})")
-        if self.length_scale <= 0:
-            raise InputError(f"length_scale must be above 0 (got {self.length_scale})")
-        if self.cache_refresh < 1:
-            raise InputError(f"cache_refresh must be at least 1 (got {self.cache_refresh})")
-        if self.max_revisions < 0:
-            raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
 
 
 def step_cap(config: SamplerConfig, span_texts: list[str]) -> SamplerConfig:
@@ -128,7 +74,7 @@ class Step:
     committed: torch.Tensor  # (B, L) bool: positions committed in this step
     remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
     masked_left: int
-    retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.syntax_remask)
+    retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.repair.retries)
     restart: int = 0  # 0: the first fill; k: its k-th fresh fill after it kept breaking the syntax
     cap: int = 0  # the step cap of this denoising run
 
@@ -142,9 +88,9 @@ class SampleStats:
     seconds: float
     converged: bool  # False: stopped by the step cap
     cached_passes: int = 0  # forward passes over the span positions only (cached context)
-    syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.syntax_remask)
-    syntax_edits: int = 0  # single-token edits the parser checked (infill.syntax_edits)
-    syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (infill.syntax_remask)
+    syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.repair.retries)
+    syntax_edits: int = 0  # single-token edits the parser checked (infill.repair.token_edits)
+    syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (infill.repair.fresh_fills)
 
 
 @dataclass
@@ -364,11 +310,6 @@ def null_allowed(
         return torch.flip(torch.cummin(torch.flip(at, [1]), dim=1).values, [1])
 
     return editable & (next_after(content) >= next_after(~editable))
-
-
-def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the vocabulary at every position, special tokens ruled out (one full pass)."""
-    return allowed_softmax(denoiser, denoiser.logits(x))
 
 
 def merge_stats(parts: list[SampleStats]) -> SampleStats:

@@ -22,14 +22,17 @@ candidates of different widths go in one pass per width.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from infill.backend import Denoiser
 from infill.canvas import Canvas, build_canvas, default_budget, window
 from infill.errors import InputError
 from infill.prediction import CanvasPredictor
 from infill.spans import Span
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
 
 LENGTH_FRACTIONS = (0.125, 0.25, 0.5, 0.75, 1.0)  # candidate lengths, as fractions of the budget
 

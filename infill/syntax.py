@@ -9,7 +9,7 @@ ERROR of a nest only, every MISSING node). The language server publishes them as
 tree-sitter is lenient about what a grammar cannot see, indentation above all (an ``if`` with no
 indented body parses). :func:`python_problems` adds Python's own verdict (``ast.parse``) where
 tree-sitter finds nothing: the engine re-masks the tokens of a fill on the lines those problems
-touch (infill.syntax_remask).
+touch (infill.repair).
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ import torch
 
 RULES = ("maskgit_plus", "topk_margin", "entropy", "low_confidence", "left-to-right")
 ALIASES = {"confidence": "low_confidence", "margin": "topk_margin"}  # this project's older names
-ORDERS = ("confidence", "margin", "left-to-right", "maskgit_plus", "topk_margin", "entropy", "low_confidence")
 
 
 def rule_name(order: str) -> str:

@@ -10,10 +10,10 @@ and returns our edits; :func:`resolve` makes them a ``WorkspaceEdit``.
 What resolving does, by ``mode``:
 
 - "fill" (a selection) and "node" (the node at the cursor) regenerate the span
-  (:func:`infill.engine.infill`);
+  (:class:`infill.modes.FillRequest`);
 - "fix" re-predicts only the tokens of the span the model finds unlikely and keeps every other
-  byte (:func:`infill.repair.repair`): "Infill: fix selection" / "fix statement on line N";
-- "document" writes docstrings (:func:`infill.docstrings.add_docstrings`): for the definition
+  byte (:class:`infill.modes.FixRequest`): "Infill: fix selection" / "fix statement on line N";
+- "document" writes docstrings (:class:`infill.modes.DocstringRequest`): for the definition
   whose docstring site is ``[start, end)`` (kind "definition"), or for every definition of the
   file that lacks one (kind "file");
 - "alternative": several fills of a selection sampled as one batch, offered as separate actions
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from infill.docstrings import missing_docstring_at, missing_docstrings
+from infill.docstring_sites import missing_docstring_at, missing_docstrings
 from infill.document import Document, document_from_bytes
 from infill.edits import TextEdit
 from infill.errors import InputError
@@ -57,7 +57,7 @@ from lsp_server.positions import UTF16, to_lsp_edits
 
 if TYPE_CHECKING:
     from infill.backend import Denoiser
-    from infill.engine import InfillOptions
+    from infill.options import InfillOptions
 
 BASE_KIND = "refactor.rewrite.infill"
 SELECTION_KIND = f"{BASE_KIND}.selection"
@@ -333,7 +333,9 @@ def run_action(
     InputError for a bad span or a mode this function does not run; ``infill.errors.Cancelled``
     if ``cancelled()`` turns true. ``on_site(done, total)``: before each group of docstrings.
     """
-    from infill.engine import InfillOptions, infill  # torch: only when a fill runs
+    from infill.modes.fill import FillRequest  # torch: only when a fill runs
+    from infill.options import InfillOptions
+    from infill.pipeline import Hooks, run
 
     if data.mode not in RESOLVABLE_MODES:
         raise InputError(f"{data.mode!r} actions are not resolved here")
@@ -347,20 +349,21 @@ def run_action(
     part = window.document(document)
     span = window.span(Span(data.start, data.end, describe(text, data)))
     if data.mode == FIX:
-        outcome = _repair(denoiser, part, span, options, on_step, cancelled)
+        outcome = _fix(denoiser, part, span, options, on_step, cancelled)
     else:
-        result = infill(denoiser, part, [span], options, on_step=on_step, cancelled=cancelled)
+        result = run(denoiser, FillRequest(part, [span], options), Hooks(on_step, cancelled))
         summary = f"fill {span.label}: {_steps(result.stats)}"
         outcome = Outcome(result.edits, summary, None if result.edits else "the model wrote the same text")
     return dataclasses.replace(outcome, edits=[window.edit(edit) for edit in outcome.edits])
 
 
-def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
-    from infill.repair import RepairOptions, repair
+def _fix(denoiser, document, span, options, on_step, cancelled) -> Outcome:
+    from infill.modes.fix import FixRequest
+    from infill.options import FixOptions
+    from infill.pipeline import Hooks, run
 
-    result = repair(
-        denoiser, document, [span], RepairOptions.from_infill(options), on_step=on_step, cancelled=cancelled
-    )
+    request = FixRequest(document, [span], FixOptions.from_infill(options))
+    result = run(denoiser, request, Hooks(on_step, cancelled))
     flagged = result.flagged
     summary = f"fix {span.label}: {len(flagged)} unlikely token(s) re-predicted, {_steps(result.stats)}"
     if result.edits:
@@ -370,7 +373,8 @@ def _repair(denoiser, document, span, options, on_step, cancelled) -> Outcome:
 
 
 def _document(denoiser, document, data, options, on_step, cancelled, on_site=None) -> Outcome:
-    from infill.docstrings import add_docstrings
+    from infill.modes.docstrings import DocstringRequest
+    from infill.pipeline import Hooks, run
 
     if data.kind == FILE:
         # The sites inside the action's span (all of them: a listed file action spans the whole
@@ -382,7 +386,7 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
         sites = [s for s in missing_docstrings(document.text) if (s.start, s.end) == (data.start, data.end)]
         if not sites:
             raise InputError(f"no definition without a docstring at characters {data.start}-{data.end}")
-    result = add_docstrings(denoiser, document, sites, options, on_step, cancelled, on_site)
+    result = run(denoiser, DocstringRequest(document, sites, options), Hooks(on_step, cancelled, on_site))
     written = [fill for fill in result.fills if fill.edit is not None]
     names = ", ".join(fill.site.name for fill in written) or "none"
     summary = f"{len(written)} of {len(sites)} docstring(s) written ({names}), {_steps(result.stats)}"

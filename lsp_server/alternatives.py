@@ -6,7 +6,7 @@ run), so the candidates cannot all be listed up front. The flow:
 
 1. Listing a selection offers "Infill: fill selection (N alternatives)" (mode "alternative", no
    candidate; :mod:`lsp_server.actions`).
-2. Resolving it runs :func:`infill.alternatives.alternatives` once (one batch of N rows) and
+2. Resolving it runs :class:`infill.modes.AlternativesRequest` once (one batch of N rows) and
    answers with the best candidate's edit. The candidates are kept as an :class:`AlternativeSet`
    for the document: the text at that version, the span, and every distinct candidate, best first.
 3. The client applies the edit; its ``didChange`` text is the old text with the best candidate in
@@ -52,7 +52,7 @@ from lsp_server.positions import UTF16
 
 if TYPE_CHECKING:
     from infill.backend import Denoiser
-    from infill.engine import InfillOptions
+    from infill.options import InfillOptions
 
 
 class StaleAlternatives(Exception):
@@ -144,12 +144,15 @@ def sample_alternatives(
 ) -> AlternativeSet:
     """Sample ``n`` fills of the span of ``data`` as one batch (at the options' temperature if it
     is above 0, else 0.8); the distinct ones, best first, as a set at ``data.version``."""
-    from infill.alternatives import alternatives
+    from infill.modes.alternatives import AlternativesRequest
+    from infill.options import InfillOptions
+    from infill.pipeline import Hooks, run
 
     check_span(text, data)
     document = text_document(text)
     span = Span(data.start, data.end, data.kind)
-    found = alternatives(denoiser, document, span, n, options, on_step=on_step, cancelled=cancelled)
+    request = AlternativesRequest(document, span, n, options or InfillOptions())
+    found = run(denoiser, request, Hooks(on_step, cancelled))
     candidates = tuple((candidate.new_text, candidate.score) for candidate in found)
     return AlternativeSet(data.uri, data.version, text, data.start, data.end, candidates, n)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from infill.engine import InfillOptions
+    from infill.options import InfillOptions
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 SECTION = "infill"
@@ -65,9 +65,8 @@ class Settings:
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
         """Engine options: the sampler's defaults, then the model family's recommended settings
         (given the loaded `denoiser`: infill.models.defaults), overridden by what was set."""
-        from infill.engine import InfillOptions
         from infill.models.defaults import with_recommended
-        from infill.sampler import SamplerConfig
+        from infill.options import InfillOptions, SamplerConfig
 
         sampler = SamplerConfig()
         if self.steps is not None:

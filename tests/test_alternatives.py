@@ -6,14 +6,14 @@ import math
 
 import pytest
 import torch
+from plans import plan_canvases
 from samples import AREA_MODULE
 
-from infill.alternatives import alternatives
 from infill.document import document_from_bytes
 from infill.edits import minimal_edit
-from infill.engine import InfillOptions, plan_canvases
 from infill.errors import InputError
-from infill.sampler import SamplerConfig
+from infill.modes.alternatives import alternatives
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span, line_span
 
 SOURCE = AREA_MODULE

@@ -12,19 +12,13 @@ import re
 import pytest
 
 from infill import bench
-from infill.bench import (
-    Score,
-    Task,
-    judge,
-    make_tasks,
-    normalized,
-    percentile,
-    run_program,
-    span_candidates,
-    summarize,
-)
-from infill.engine import InfillOptions
-from infill.evalset import MODULES, load_functions
+from infill.bench import cli as bench_cli
+from infill.bench import quality as bench_quality
+from infill.bench import tasks as bench_tasks
+from infill.bench.evalset import MODULES, load_functions
+from infill.bench.quality import Score, judge, normalized, percentile, run_program, summarize
+from infill.bench.tasks import Task, make_tasks, span_candidates
+from infill.options import InfillOptions
 
 SOURCE = '''"""A module."""
 
@@ -77,7 +71,7 @@ def test_the_set_has_100_functions_that_pass_their_own_asserts():
 
 def test_the_set_modules_import_and_run_their_asserts():
     for module in MODULES:
-        importlib.import_module(f"infill.evalset.{module}")
+        importlib.import_module(f"infill.bench.evalset.{module}")
 
 
 # --------------------------------------------------------------------------- cutting tasks
@@ -206,7 +200,7 @@ def test_a_fix_task_swaps_one_code_token_for_another_of_the_same_file():
     start = text.index(line)
     seen = set()
     for seed in range(40):
-        task = bench.corrupted(Task("line", "p", text, start, start + len(line)), random.Random(seed))
+        task = bench_tasks.corrupted(Task("line", "p", text, start, start + len(line)), random.Random(seed))
         assert task is not None and task.kind == "fix" and task.expected == line
         bad = task.text[task.start : task.end]
         assert task.text == text[:start] + bad + text[start + len(line) :]
@@ -217,7 +211,8 @@ def test_a_fix_task_swaps_one_code_token_for_another_of_the_same_file():
         assert now.isidentifier() == was.isidentifier()  # a name for a name, a symbol for a symbol
         seen.add(now)
     assert len(seen) > 3
-    assert bench.corrupted(Task("line", "p", 'x = "a b"\n', 0, 9), random.Random(0)).answer == 'x = "a b"'
+    task = Task("line", "p", 'x = "a b"\n', 0, 9)
+    assert bench_tasks.corrupted(task, random.Random(0)).answer == 'x = "a b"'
 
 
 # --------------------------------------------------------------------------- execution
@@ -250,8 +245,8 @@ def test_exec_scoring_stops_a_program_that_runs_too_long(clamp_task):
 
 
 def test_quality_with_the_kept_context_runs_as_the_server_does(tiny_backend, monkeypatch, tmp_path):
-    monkeypatch.setattr(bench, "load_backend", lambda *args, **kwargs: tiny_backend)
-    monkeypatch.setattr(bench, "heldout_sources", lambda: [("sample.py", SOURCE)])
+    monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
+    monkeypatch.setattr(bench_quality, "heldout_sources", lambda: [("sample.py", SOURCE)])
     out = tmp_path / "results.json"
     argv = [
         "quality",
@@ -273,8 +268,8 @@ def test_quality_with_the_kept_context_runs_as_the_server_does(tiny_backend, mon
 def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     tiny_backend, monkeypatch, tmp_path, capsys
 ):
-    monkeypatch.setattr(bench, "load_backend", lambda *args, **kwargs: tiny_backend)
-    monkeypatch.setattr(bench, "heldout_sources", lambda: [("sample.py", SOURCE)])
+    monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
+    monkeypatch.setattr(bench_quality, "heldout_sources", lambda: [("sample.py", SOURCE)])
     out, png = tmp_path / "results.json", tmp_path / "curve.png"
     argv = ["quality", "--tasks", "2", "--steps", "4", "--json", str(out), "--plot", str(png),
             "--plot-tasks", "1", "--plot-caps", "1,2", "--exec-timeout", "3"]  # fmt: skip
@@ -285,11 +280,11 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     header += ["steps", "ms", "p90", "ms"]
     assert printed.splitlines()[0].split() == header
     results = json.loads(out.read_text())
-    assert list(results["table"]) == list(bench.KINDS)
+    assert list(results["table"]) == list(bench_tasks.KINDS)
     assert all(row["tasks"] == 2 for row in results["table"].values())
-    assert len(results["tasks"]) == 2 * len(bench.KINDS)
+    assert len(results["tasks"]) == 2 * len(bench_tasks.KINDS)
     for task in results["tasks"]:
-        if task["kind"] in bench.EXEC_KINDS:
+        if task["kind"] in bench_tasks.EXEC_KINDS:
             assert isinstance(task["passed"], bool)
         elif task["kind"] == "fix":  # the original line, where a corrupted one was given
             start, expected = task["start"], task["expected"]
@@ -300,7 +295,7 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
             assert task["expected"] == SOURCE[task["start"] : task["end"]] and task["passed"] is None
         runs = 1 + task["syntax_restarts"] + task["syntax_rounds"]  # fill, fresh fills, retries
         assert 1 <= task["steps"] <= 4 * runs  # 4 passes each at most
-    assert set(results["step_curve"]) == set(bench.KINDS)
+    assert set(results["step_curve"]) == set(bench_tasks.KINDS)
     assert all(set(rows) == {"1", "2"} for rows in results["step_curve"].values())
     restarts = InfillOptions.syntax_restarts  # at cap 1 a fill, a retry and a fresh fill are one pass
     runs = (1 + restarts) * (1 + InfillOptions.syntax_rounds)
@@ -316,7 +311,7 @@ def test_unknown_kinds_are_refused_before_loading_a_model(capsys):
 
 
 def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_tokenizer):
-    from infill.sizes import format_rows, measure_size
+    from infill.bench.sizes import format_rows, measure_size
     from infill.spans import line_span
 
     text = "".join(f"value_{i} = {i} * 2\n" for i in range(40))

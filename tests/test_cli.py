@@ -13,8 +13,8 @@ from unidiff import PatchSet
 
 from infill.backend import DEFAULT_MODEL_DIR
 from infill.cli import EXIT_INPUT, main
-from infill.engine import InfillOptions
-from infill.syntax_remask import RETRY_STEPS
+from infill.options import InfillOptions
+from infill.repair.retries import RETRY_STEPS
 
 SOURCE = COUNTER_MODULE
 

@@ -133,7 +133,7 @@ def test_heldout_split_by_package_wins_over_a_training_copy(tmp_path):
 
 def test_the_projects_own_code_is_excluded(tmp_path):
     root = tmp_path / "src"
-    write(root, "infill/evalset/strings.py", ORIGINAL)
+    write(root, "infill/bench/evalset/strings.py", ORIGINAL)
     write(root, "__editable___infill_0_1_0_finder.py", DISTINCT.replace("Duration", "Finder"))
     write(root, "timing/durations.py", DISTINCT)
     manifest = build_corpus(tmp_path / "run", roots=[root])

@@ -9,19 +9,13 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plans import plan_canvases
 
-from infill.docstrings import (
-    DOCSTRING_BUDGET,
-    add_docstrings,
-    docstring_literal,
-    insertion_layout,
-    missing_docstring_at,
-    missing_docstrings,
-)
+from infill.docstring_sites import missing_docstring_at, missing_docstrings
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
-from infill.engine import InfillOptions, plan_canvases
-from infill.sampler import SamplerConfig
+from infill.modes.docstrings import DOCSTRING_BUDGET, add_docstrings, docstring_literal, insertion_layout
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import line_span, node_span
 
 SOURCE = '''\

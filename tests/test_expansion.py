@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from infill.alternatives import alternatives
 from infill.document import document_from_bytes
-from infill.engine import InfillOptions, infill
-from infill.sampler import SamplerConfig, Step, sample
+from infill.modes.alternatives import alternatives
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
+from infill.sampler import Step, sample
 from infill.spans import Span
 
 NO_SYNTAX_HELP = {"syntax_rounds": 0, "syntax_edits": 0, "syntax_restarts": 0}

@@ -20,9 +20,9 @@ from infill.backend import load_backend
 from infill.cli import main
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
-from infill.engine import InfillOptions, infill
 from infill.line_shape import keep_line_shape
-from infill.sampler import SamplerConfig
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span
 from lsp_server import actions
 from lsp_server.positions import position_to_offset

@@ -6,6 +6,7 @@ import pytest
 
 from infill.edits import TextEdit, apply_edits
 from infill.errors import Cancelled, InputError
+from infill.modes.inline import SYNTAX_EDITS
 from lsp_server.actions import (
     MODES,
     NODE_KIND,
@@ -21,7 +22,7 @@ from lsp_server.actions import (
     text_document,
 )
 from lsp_server.diagnostics import diagnostics
-from lsp_server.inline import SYNTAX_EDITS, inline_completions
+from lsp_server.inline import inline_completions
 from lsp_server.positions import offset_to_position, position_to_offset
 
 URI = "file:///work/example.py"
@@ -157,7 +158,7 @@ def test_resolve_returns_a_versioned_edit_inside_the_span():
 
 
 def test_a_fill_that_breaks_the_syntax_says_how_many_retries_it_had():
-    from infill.engine import InfillOptions
+    from infill.options import InfillOptions
 
     start, end = offset_of("sum(values)"), offset_of("sum(values)") + len("sum(values)")
     data = ActionData(URI, 1, "selection", start, end)
@@ -281,8 +282,7 @@ class CountingDenoiser(ConstantDenoiser):
 
 
 def test_ghost_text_that_breaks_the_syntax_gets_one_retry_at_most():
-    from infill.engine import InfillOptions
-    from infill.sampler import SamplerConfig
+    from infill.options import InfillOptions, SamplerConfig
 
     cursor = SOURCE.index("sum(values)")
     passes = {}
@@ -302,8 +302,7 @@ def test_inline_completion_of_nothing_gives_no_items():
 
 
 def test_inline_alternatives_are_distinct_samples():
-    from infill.engine import InfillOptions
-    from infill.sampler import SamplerConfig
+    from infill.options import InfillOptions, SamplerConfig
 
     hot = InfillOptions(sampler=SamplerConfig(temperature=1.0))
     items = inline_completions(ConstantDenoiser(), SOURCE, 10, hot, alternatives=3)

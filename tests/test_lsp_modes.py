@@ -10,14 +10,14 @@ import sys
 import pytest
 import torch
 from lsprotocol import types
+from plans import plan_canvases
 from samples import AREA_MODULE
 
-from infill.docstrings import missing_docstrings
+from infill.docstring_sites import missing_docstrings
 from infill.document import document_from_bytes
 from infill.edits import TextEdit, apply_edits
-from infill.engine import InfillOptions, plan_canvases
 from infill.errors import InputError
-from infill.sampler import SamplerConfig
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span, line_span, validate_spans
 from lsp_server.actions import (
     ALTERNATIVES_KIND,
@@ -204,7 +204,7 @@ DOCUMENTED = "class Shape:\n    def area(self):\n        return 0\n\n\ndef free(
 
 
 def docstring_oracle(make_oracle, oracle_for_canvases, text, sites, answers):
-    from infill.docstrings import DOCSTRING_BUDGET, insertion_layout
+    from infill.modes.docstrings import DOCSTRING_BUDGET, insertion_layout
 
     probe = make_oracle(None)
     layout, spans = insertion_layout(document_from_bytes(text.encode()), sites)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infill.engine import InfillOptions
+from infill.options import InfillOptions
 from lsp_server.jobs import INLINE, DocumentJobs
 from lsp_server.settings import Settings, parse_settings, section_of
 

@@ -19,14 +19,14 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from safetensors.torch import load_file
 
-from infill.canvas import span_text
 from infill.cli import EXIT_MODEL, EXIT_OK, main
+from infill.decode import span_text
 from infill.document import document_from_bytes
-from infill.engine import InfillOptions, infill
 from infill.errors import ModelError
 from infill.models import load, pick_device, pick_dtype
 from infill.models.denoiser import CachingCheckpointDenoiser
-from infill.sampler import SamplerConfig
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import line_span
 from lsp_server.settings import parse_settings
 
@@ -419,7 +419,8 @@ async def test_the_server_fills_a_selection_with_each_family(lsp_client: Languag
 
 def test_the_shapes_benchmark_times_a_family_shape(monkeypatch, capsys, tmp_path):
     """infill-bench shapes on a tiny stand-in shape (the real ones take minutes on a CPU)."""
-    from infill import bench, shapes
+    from infill.bench import cli as bench
+    from infill.bench import shapes
     from infill.models.decoder import DecoderConfig
 
     tiny = DecoderConfig(151936, 32, 64, 2, 4, 2, 8, 1e6, 1e-6, qkv_bias=True, tied_head=True)

@@ -21,7 +21,7 @@ import yaml
 from external import require_program
 from lsp_support import tiny_model_dir
 
-from infill.docstrings import missing_docstrings
+from infill.docstring_sites import missing_docstrings
 from infill.docstrings_hook import EXIT_CHANGED, EXIT_INPUT, EXIT_OK, main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

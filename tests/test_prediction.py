@@ -6,12 +6,13 @@ import pytest
 import torch
 from samples import COUNTER_MODULE
 
-from infill import bench
+from infill.bench import cli as bench
 from infill.document import document_from_bytes
-from infill.engine import InfillOptions, infill
 from infill.errors import InputError
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
 from infill.prediction import CanvasPredictor
-from infill.sampler import SamplerConfig, sample
+from infill.sampler import sample
 from infill.spans import line_span
 
 

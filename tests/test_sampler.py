@@ -6,16 +6,9 @@ import pytest
 import torch
 
 from infill.errors import Cancelled, InputError
-from infill.sampler import (
-    MULTI_LINE_STEPS,
-    ONE_LINE_STEPS,
-    SamplerConfig,
-    Step,
-    order_score,
-    sample,
-    step_cap,
-    token_probabilities,
-)
+from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
+from infill.prediction import token_probabilities
+from infill.sampler import Step, order_score, sample, step_cap
 
 
 def ordinary_ids(tokenizer, count: int, seed: int) -> torch.Tensor:

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from infill.document import document_from_bytes
-from infill.engine import InfillOptions, infill
-from infill.sampler import SamplerConfig
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
 from infill.span_length import candidate_lengths, choose_lengths
 from infill.spans import Span
 

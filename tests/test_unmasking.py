@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, Step, sample
-from infill.unmasking import ORDERS, rule_scores, sampling_distribution
+from infill.options import ORDERS, SamplerConfig
+from infill.sampler import Step, sample
+from infill.unmasking import rule_scores, sampling_distribution
 
 VOCAB = 11
 MASK = 10  # the one special id; ids 0..9 are ordinary tokens

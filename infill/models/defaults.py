@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from infill.sampler import SamplerConfig
-from infill.unmasking import ORDERS
+from infill.options import ORDERS, SamplerConfig
 
 TUNABLE = ("order", "temperature", "top_p", "top_k", "block_length", "expand_start")
 """The SamplerConfig fields a family's recommendation may set."""

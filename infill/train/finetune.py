@@ -222,8 +222,9 @@ def heldout_table(model_dir: Path, heldout: list[CorpusFile], config: FinetuneCo
     from tqdm import tqdm
 
     from infill.backend import load_backend
-    from infill.bench import make_tasks, parses, score_task, summarize
-    from infill.engine import InfillOptions
+    from infill.bench.quality import parses, score_task, summarize
+    from infill.bench.tasks import make_tasks
+    from infill.options import InfillOptions
 
     backend = load_backend(model_dir, threads=config.threads)
     sources = [(f.path, f.text) for f in heldout if parses(f.text)]

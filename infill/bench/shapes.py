@@ -22,13 +22,13 @@ from dataclasses import dataclass
 import torch
 
 from infill.document import document_from_bytes
-from infill.engine import InfillOptions, infill
 from infill.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.vocabulary import CheckpointTokenizer
-from infill.sampler import SamplerConfig
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span
 from infill.tokenizer import CodeTokenizer
 
@@ -112,9 +112,10 @@ def measure_shape(
     document = document_from_bytes(text.encode())
     sampler = SamplerConfig(steps=passes, commit_threshold=1.0)  # exactly `passes` passes
     options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0)
-    from infill.engine import plan_canvases
+    from infill.pipeline import Job, lay_out
+    from infill.repair import RepairPolicy
 
-    [canvas] = plan_canvases(denoiser, text, [span], options)
+    [canvas] = lay_out(denoiser, Job(document, [span], sampler, RepairPolicy.of(options)))
     ids = torch.tensor([canvas.ids])
     positions = torch.tensor(canvas.editable()).nonzero().flatten()
     ids[0, positions] = denoiser.mask_id

@@ -13,17 +13,21 @@ from dataclasses import replace
 
 import pytest
 import torch
+from plans import plan_canvases, remask_syntax
 
-import infill.syntax_remask as syntax_remask
-from infill.canvas import Canvas, span_text
+import infill.repair.fresh_fills as fresh_fills
+from infill.canvas import Canvas
+from infill.decode import filled_text, span_text
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
-from infill.engine import InfillOptions, infill, plan_canvases
 from infill.errors import InputError
-from infill.sampler import SamplerConfig, SampleResult, SampleStats
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
+from infill.repair.fresh_fills import FRESH_FILLS
+from infill.repair.problems import tokens_to_remask
+from infill.sampler import SampleResult, SampleStats
 from infill.spans import Span, line_span
 from infill.syntax import has_syntax_error, python_problems
-from infill.syntax_remask import FRESH_FILLS, filled_text, remask_syntax, tokens_to_remask
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
@@ -113,8 +117,8 @@ def test_fresh_fills_follow_the_schedule_until_the_pass_budget_is_spent(
         configs.append(config)
         return real_sample(denoiser, ids, editable, config, *args)
 
-    real_sample = syntax_remask.sample
-    monkeypatch.setattr(syntax_remask, "sample", recording)
+    real_sample = fresh_fills.sample
+    monkeypatch.setattr(fresh_fills, "sample", recording)
 
     def fill(**options):
         configs.clear()

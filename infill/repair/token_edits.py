@@ -1,6 +1,6 @@
-"""Parser-checked token edits: the last step for a fill that still breaks the file's syntax.
+"""Parser-checked token edits: the step after the syntax retries for a fill that still breaks the syntax.
 
-The syntax retries (infill.syntax_remask) re-draw the tokens a problem touches; what they leave
+The syntax retries (infill.repair.retries) re-draw the tokens a problem touches; what they leave
 broken is often one token away from parsing: a bracket too many or too few, a missing comma or
 colon, a stray quote. This step searches single-token edits of the fills, each one checked by
 parsing the whole file:
@@ -27,15 +27,23 @@ tried per edit.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot
-from infill.sampler import token_probabilities
+from infill.errors import Cancelled
+from infill.prediction import token_probabilities
+from infill.repair.problems import FillProblems
+from infill.repair.rows import Rows
+from infill.sampler import SampleStats
 from infill.syntax import SyntaxProblem
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
 
 MAX_TRIALS = 120  # candidate edits parsed per edit
 TOP_TOKENS = 6  # the model's most likely tokens at a position (less the token there and <null>)...
@@ -65,6 +73,39 @@ class Edit:
         else:
             row[0, self.position] = null_id if self.token is None else self.token
         return row
+
+
+def edit_rows(
+    denoiser: Denoiser,
+    canvas: Canvas,
+    rows: Rows,
+    problems_of: FillProblems,
+    max_edits: int,
+    cancelled: Callable[[], bool] | None = None,
+) -> None:
+    """Up to `max_edits` parser-checked edits of each row of `rows` that still breaks the syntax.
+
+    The rows' problems are left as they were before the edits (so a row the edits mended is
+    still offered fresh fills, infill.repair.fresh_fills, kept only if they leave fewer)."""
+    slots = torch.tensor(canvas.editable())
+    for r in range(rows.ids.size(0)) if max_edits > 0 else ():
+        if not rows.problems[r]:
+            continue
+        if cancelled is not None and cancelled():
+            raise Cancelled("sampling cancelled")
+        started = time.perf_counter()
+        row = rows.ids[r : r + 1]
+        edited, probs, made, passes = edit_tokens(
+            denoiser, canvas, row, problems_of, problems_of.blamed, max_edits
+        )
+        rows.ids[r] = edited[0]
+        if probs is not None:
+            rows.confidence[r] = torch.where(slots, probs[0], rows.confidence[r])
+        seconds = time.perf_counter() - started
+        rows.stats.append(  # forward passes, but no denoising steps
+            SampleStats(steps=0, forward_passes=passes, tokens=0, revisions=made, seconds=seconds,
+                        converged=True, syntax_edits=made)
+        )  # fmt: skip
 
 
 def edit_tokens(

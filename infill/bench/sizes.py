@@ -17,9 +17,9 @@ import torch
 
 from infill.backend import InfillBackend
 from infill.document import document_from_bytes
-from infill.engine import InfillOptions, infill
 from infill.model import InfillConfig, InfillModel
-from infill.sampler import SamplerConfig
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span
 from infill.tokenizer import CodeTokenizer
 

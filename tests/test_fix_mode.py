@@ -1,4 +1,4 @@
-"""Tests for infill.repair (fix mode): score the span in one pass, re-predict only unlikely tokens."""
+"""Tests for infill.fix (fix mode): score the span in one pass, re-predict only unlikely tokens."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import codecs
 
 import pytest
 import torch
+from plans import plan_canvases
 from samples import AREA_MODULE
 
 from infill.document import document_from_bytes
 from infill.edits import TextEdit, apply_edits
-from infill.engine import InfillOptions, plan_canvases
 from infill.errors import Cancelled, InputError
-from infill.repair import RepairOptions, document_offsets, repair
-from infill.sampler import SamplerConfig
+from infill.modes.fix import document_offsets, fix
+from infill.options import FixOptions, InfillOptions, SamplerConfig
 from infill.spans import Span, line_span, validate_spans
 
 CORRECT = AREA_MODULE
@@ -41,7 +41,7 @@ def test_one_corrupted_token_is_flagged_and_corrected(make_oracle):
     span = line_span(BROKEN, 5, 5)
     oracle = oracle_knowing(make_oracle, CORRECT, BROKEN, [span])
 
-    result = repair(oracle, document, [span])
+    result = fix(oracle, document, [span])
 
     minus = BROKEN.index("-")
     assert result.edits == [TextEdit(minus, minus + 1, "*")]
@@ -63,7 +63,7 @@ def test_correct_code_gets_no_edit_and_no_pass_beyond_scoring(make_oracle):
     spans = [line_span(CORRECT, 3, 5)]
     oracle = oracle_knowing(make_oracle, CORRECT, CORRECT, spans)
 
-    result = repair(oracle, document, spans)
+    result = fix(oracle, document, spans)
 
     assert result.edits == [] and result.flagged == []
     assert result.spans[0].new_text == CORRECT[spans[0].start : spans[0].end]
@@ -76,7 +76,7 @@ def test_a_wrong_token_outside_the_spans_is_left_alone(make_oracle):
     span = line_span(BROKEN_TWICE, 8, 8)
     oracle = oracle_knowing(make_oracle, CORRECT, BROKEN_TWICE, [span])
 
-    result = repair(oracle, document, [span])
+    result = fix(oracle, document, [span])
 
     new = apply_edits(BROKEN_TWICE, result.edits)
     assert new == BROKEN_TWICE.replace("math.pi + radius", "math.pi * radius")
@@ -97,7 +97,7 @@ def test_a_token_is_flagged_only_if_the_model_clearly_prefers_another(make_oracl
     span = line_span(BROKEN, 5, 5)
     oracle = oracle_knowing(make_oracle, CORRECT, BROKEN, [span], confidence=confidence)
 
-    result = repair(oracle, document, [span])
+    result = fix(oracle, document, [span])
 
     assert len(result.flagged) == flagged and len(result.edits) == flagged
     assert oracle.calls == (3 if flagged else 1)
@@ -120,7 +120,7 @@ def test_at_most_a_share_of_the_span_is_flagged_least_likely_first(make_oracle):
     oracle = make_oracle(torch.tensor(right.ids), confidence=confidence)
     cap = 1 / slot.length  # room for one token only
 
-    result = repair(oracle, document, [span], RepairOptions(max_fraction=cap))
+    result = fix(oracle, document, [span], FixOptions(max_fraction=cap))
 
     (token,) = result.flagged
     assert token.text == ";" and token.replacement == " "
@@ -138,7 +138,7 @@ def test_a_token_replaced_by_null_is_deleted(make_oracle):
     target[star + 2] = probe.null_id  # the second "*" (after " ") should not be there
     oracle = make_oracle(torch.tensor(target))
 
-    result = repair(oracle, document, [span])
+    result = fix(oracle, document, [span])
 
     assert [t.text for t in result.flagged] == ["*"] and result.flagged[0].replacement == ""
     second = broken.index("* *") + 2
@@ -152,7 +152,7 @@ def test_crlf_and_bom_offsets_are_in_the_documents_own_text(make_oracle):
     spans = [line_span(broken, 4, 8)]  # several CRLF line breaks before each broken token
     oracle = oracle_knowing(make_oracle, correct, broken, spans)
 
-    result = repair(oracle, document, spans)
+    result = fix(oracle, document, spans)
 
     assert sorted(t.text for t in result.flagged) == ["+", "-"]
     for token in result.flagged:
@@ -168,7 +168,7 @@ def test_a_character_split_between_tokens_is_replaced_whole(make_oracle):
     span = line_span(broken, 1, 1)
     oracle = oracle_knowing(make_oracle, correct, broken, [span])
 
-    result = repair(oracle, document, [span])
+    result = fix(oracle, document, [span])
 
     (token,) = result.flagged  # the token holding the second byte only
     at = broken.index("\u00e9")
@@ -190,7 +190,7 @@ def test_spans_in_different_windows_are_scored_each_in_its_own(make_oracle, orac
     ]
     oracle = oracle_for_canvases(answers)
 
-    result = repair(oracle, document, spans, RepairOptions(context_length=48))
+    result = fix(oracle, document, spans, FixOptions(context_length=48))
 
     assert apply_edits(long_broken, result.edits) == long_correct
     assert all(len(x[0]) <= 48 for x in oracle.inputs)
@@ -205,14 +205,14 @@ def test_bad_options_and_requests_are_input_errors(make_oracle):
     document = document_from_bytes(CORRECT.encode())
     for bad in ({"threshold": 1.5}, {"max_fraction": -0.1}, {"ratio": -1}, {"context_length": 2}):
         with pytest.raises(InputError):
-            RepairOptions(**bad)
+            FixOptions(**bad)
     oracle = make_oracle(None)
     with pytest.raises(InputError):
-        repair(oracle, document, [])
+        fix(oracle, document, [])
     with pytest.raises(InputError):
-        repair(oracle, document, [Span(0, len(CORRECT) + 1)])
+        fix(oracle, document, [Span(0, len(CORRECT) + 1)])
     with pytest.raises(Cancelled):
-        repair(oracle, document, [line_span(CORRECT, 5, 5)], cancelled=lambda: True)
+        fix(oracle, document, [line_span(CORRECT, 5, 5)], cancelled=lambda: True)
     assert oracle.calls == 0
 
 
@@ -223,10 +223,10 @@ def test_the_tiny_random_model_repairs_mechanically(tiny_backend):
     document = document_from_bytes(CORRECT.encode())
     spans = [line_span(CORRECT, 4, 5), line_span(CORRECT, 8, 8)]
     # Threshold 1 and a ratio above 1 flag every token, so the cap decides how many.
-    options = RepairOptions(SamplerConfig(steps=4), threshold=1.0, ratio=2.0, max_fraction=0.25)
+    options = FixOptions(SamplerConfig(steps=4), threshold=1.0, ratio=2.0, max_fraction=0.25)
 
-    result = repair(tiny_backend, document, spans, options)
-    again = repair(tiny_backend, document, spans, options)
+    result = fix(tiny_backend, document, spans, options)
+    again = fix(tiny_backend, document, spans, options)
 
     new = apply_edits(CORRECT, result.edits)
     for repaired, span in zip(result.spans, spans):
@@ -249,19 +249,19 @@ def test_a_span_that_still_does_not_parse_gets_syntax_retries(make_oracle):
     broken = CORRECT.replace("width * height", "width ) height")  # a syntax error, line 5
     document = document_from_bytes(broken.encode())
     span = line_span(broken, 5, 5)
-    blind = RepairOptions(threshold=0.0)  # flags nothing: only the parser sees the problem
+    blind = FixOptions(threshold=0.0)  # flags nothing: only the parser sees the problem
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
-    unmended = repair(oracle, document, [span], RepairOptions(threshold=0.0, syntax_rounds=0, syntax_edits=0))
+    unmended = fix(oracle, document, [span], FixOptions(threshold=0.0, syntax_rounds=0, syntax_edits=0))
     assert unmended.edits == [] and oracle.calls == 1
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
-    edited = repair(oracle, document, [span], RepairOptions(threshold=0.0, syntax_rounds=0))
+    edited = fix(oracle, document, [span], FixOptions(threshold=0.0, syntax_rounds=0))
     assert apply_edits(broken, edited.edits) == CORRECT  # one token edit, the parser's check: ")" -> "*"
     assert edited.stats.syntax_edits == 1 and edited.stats.syntax_rounds == 0
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
-    mended = repair(oracle, document, [span], blind)
+    mended = fix(oracle, document, [span], blind)
     paren = broken.index("width ) height") + len("width ")
     assert mended.edits == [TextEdit(paren, paren + 1, "*")]  # the line was re-drawn: one edit
     assert apply_edits(broken, mended.edits) == CORRECT

@@ -7,15 +7,17 @@ it), and only the parser-checked edits can. The real tiny model runs the same pa
 from __future__ import annotations
 
 import torch
+from plans import plan_canvases
 
+from infill.decode import filled_text
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
-from infill.engine import InfillOptions, infill, plan_canvases
-from infill.sampler import SamplerConfig
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
+from infill.repair.problems import tokens_to_remask
+from infill.repair.token_edits import Edit, candidates
 from infill.spans import line_span
 from infill.syntax import python_problems
-from infill.syntax_edits import Edit, candidates
-from infill.syntax_remask import filled_text, tokens_to_remask
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)

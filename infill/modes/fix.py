@@ -1,20 +1,20 @@
 """Fix mode: find the tokens of a span the model does not believe in, and re-predict only those.
 
-    score: one bidirectional pass over the canvas with each span's *current* tokens visible
-    flag:  span tokens whose probability is below `threshold` and below `ratio` x the probability
-           of the model's favourite token there (at most `max_fraction` of a span, least likely first)
-    fix:   the sampler denoises the flagged positions only; every other token stays fixed context
+    plan:  the spans with their current tokens in place (not masked)
+    mask:  one bidirectional pass over the canvas scores every span token; flagged are those
+           whose probability is below `threshold` and below `ratio` x the probability of the
+           model's favourite token there (at most `max_fraction` of a span, least likely first)
+    denoise: the flagged positions only; every other token stays fixed context
+    repair: only if the span had a syntax error (a quick fix) and still has one: the syntax
+           retries and token edits (infill.repair), whose rewritten tokens count as flagged;
+           never a fresh fill. A span without a syntax error never gets a repair, so a fix of
+           code that parses keeps to its flagged tokens.
+    edits: one per run of flagged tokens that changed: bytes between them never change
 
 The model was trained to restore randomly replaced tokens, so its probabilities at visible
 positions say which tokens look wrong. This is a simple scheme: the length never grows. Each
 flagged token becomes exactly one token, or <null> (which deletes it); nothing is inserted.
-If nothing is flagged there is no edit and no forward pass beyond the scoring one. The edits
-cover only the flagged tokens: bytes between them never change.
-
-    retry: if the span had a syntax error (a quick fix) and still has one, the syntax retries
-           of infill.syntax_remask re-draw the tokens its syntax errors touch; the tokens they
-           rewrite count as flagged. A span without a syntax error never gets retries, so a
-           repair of code that parses keeps to its flagged tokens.
+If nothing is flagged there is no edit and no forward pass beyond the scoring one.
 """
 
 from __future__ import annotations
@@ -24,68 +24,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 
-from infill.backend import Denoiser
 from infill.canvas import Canvas, Slot
 from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
-from infill.engine import InfillOptions, plan_canvases
-from infill.errors import Cancelled, InputError
+from infill.errors import InputError
 from infill.line_shape import keep_line_shape
-from infill.sampler import (
-    SamplerConfig,
-    SampleResult,
-    SampleStats,
-    Step,
-    merge_stats,
-    sample,
-    step_cap,
-    token_probabilities,
-)
+from infill.options import FixOptions
+from infill.pipeline import Filled, Hooks, Job, Selection, run
+from infill.prediction import token_probabilities
+from infill.repair import RepairPolicy
+from infill.sampler import SampleStats, Step
 from infill.spans import Span, validate_spans
-from infill.syntax import overlaps, python_problems
-from infill.syntax_remask import remask_syntax
 
-NOTHING_SAMPLED = SampleStats(steps=0, forward_passes=0, tokens=0, revisions=0, seconds=0.0, converged=True)
-
-
-@dataclass
-class RepairOptions:
-    sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    threshold: float = 0.05  # flag a token whose probability is below this...
-    ratio: float = 0.2  # ...and below this share of the probability of the model's favourite token
-    #   (above 1 also flags the favourite itself when it is below `threshold`)
-    max_fraction: float = 0.25  # flag at most this share of a span's tokens (at least one)
-    context_length: int | None = None  # None: the model's own
-    syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
-    syntax_edits: int = 6  # then parser-checked single-token edits (infill.syntax_edits)
-    #   (no fresh fills, InfillOptions.syntax_restarts: a repair keeps the code it does not flag)
-
-    def __post_init__(self) -> None:
-        for name in ("threshold", "max_fraction"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
-        if self.ratio < 0:
-            raise InputError(f"ratio must be 0 or more (got {self.ratio})")
-        InfillOptions(  # validates the options both have
-            context_length=self.context_length,
-            syntax_rounds=self.syntax_rounds,
-            syntax_edits=self.syntax_edits,
-        )
-
-    @classmethod
-    def from_infill(cls, options: InfillOptions, **overrides) -> RepairOptions:
-        """The repair options of a request made with infill `options`: the same sampler, window
-        and syntax retries (`overrides`: the fields only repair has, e.g. `threshold`)."""
-        return cls(
-            options.sampler,
-            context_length=options.context_length,
-            syntax_rounds=options.syntax_rounds,
-            syntax_edits=options.syntax_edits,
-            **overrides,
-        )
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
 
 
 @dataclass
@@ -102,16 +58,16 @@ class FlaggedToken:
 
 
 @dataclass
-class SpanRepair:
+class SpanFix:
     span: Span
-    new_text: str  # the span after the repair, in the document's line endings
+    new_text: str  # the span after the fix, in the document's line endings
     edits: list[TextEdit]  # one minimal edit per run of flagged tokens that changed
     flagged: list[FlaggedToken]
 
 
 @dataclass
-class RepairResult:
-    spans: list[SpanRepair]
+class FixResult:
+    spans: list[SpanFix]
     stats: SampleStats  # forward_passes counts the scoring passes too
 
     @property
@@ -123,50 +79,65 @@ class RepairResult:
         return [token for s in self.spans for token in s.flagged]
 
 
-def repair(
+@dataclass
+class FixRequest:
+    document: Document
+    spans: Sequence[Span]
+    options: FixOptions = field(default_factory=FixOptions)
+
+    def plan(self, denoiser: Denoiser) -> list[Job]:
+        spans = validate_spans(self.document.text, self.spans)
+        if not spans:
+            raise InputError("nothing to fix: no span was given")
+        options = self.options
+        policy = RepairPolicy(
+            retries=options.syntax_rounds,
+            token_edits=options.syntax_edits,
+            fresh_fills=0,
+            only_where_broken=True,
+        )
+        select = partial(select_unlikely, options=options)
+        job = Job(self.document, spans, options.sampler, policy, context_length=options.context_length,
+                  keep_text=True, select=select)  # fmt: skip
+        return [job]
+
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> FixResult:
+        results = []
+        for part in filled:
+            flags = part.selection.editable[0] | (part.sampled.ids[0] != torch.tensor(part.canvas.ids))
+            after = part.sampled.ids[0].tolist()  # what the repair stage rewrote is flagged too
+            for slot in part.canvas.slots:
+                results.append(
+                    fix_span(
+                        denoiser, part.job.document, part.canvas, slot, part.selection.probs, flags, after
+                    )
+                )
+        return FixResult(results, stats)
+
+
+def fix(
     denoiser: Denoiser,
     document: Document,
     spans: Sequence[Span],
-    options: RepairOptions | None = None,
+    options: FixOptions | None = None,
     on_step: Callable[[Canvas, Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
-) -> RepairResult:
-    """Re-predict the tokens of `spans` that the model finds unlikely; keep all the others."""
-    options = options or RepairOptions()
-    spans = validate_spans(document.text, spans)
-    if not spans:
-        raise InputError("nothing to fix: no span was given")
-    layout = InfillOptions(options.sampler, context_length=options.context_length)
-    problems = python_problems(document.text) if options.syntax_rounds or options.syntax_edits else []
-    results: list[SpanRepair] = []
-    totals: list[SampleStats] = []
-    for canvas in plan_canvases(denoiser, document.text, spans, layout, keep_text=True):
-        if cancelled is not None and cancelled():
-            raise Cancelled("repair cancelled")
-        started = time.perf_counter()
-        ids = torch.tensor([canvas.ids])
-        probs = token_probabilities(denoiser, ids)[0]
-        flags = flag_tokens(canvas, probs, options)
-        totals.append(SampleStats(0, 1, 0, 0, time.perf_counter() - started, converged=True))
-        step_hook = partial(on_step, canvas) if on_step else None
-        sampled = SampleResult(ids, torch.ones(ids.shape), NOTHING_SAMPLED)
-        config = step_cap(options.sampler, [document.text[s.span.start : s.span.end] for s in canvas.slots])
-        if flags.any():
-            sampled = sample(denoiser, ids, flags[None], config, step_hook, cancelled)
-        broken = any(overlaps(p, slot.span.start, slot.span.end) for p in problems for slot in canvas.slots)
-        rounds, edits = (options.syntax_rounds, options.syntax_edits) if broken else (0, 0)
-        sampled = remask_syntax(
-            denoiser, document, canvas, sampled, config, rounds, step_hook, cancelled, edits
-        )
-        totals.append(sampled.stats)
-        filled = sampled.ids[0].tolist()
-        flags |= sampled.ids[0] != ids[0]  # what the syntax retries rewrote is flagged too
-        for slot in canvas.slots:
-            results.append(repair_span(denoiser, document, canvas, slot, probs, flags, filled))
-    return RepairResult(results, merge_stats(totals))
+) -> FixResult:
+    """Re-predict the tokens of `spans` that the model finds unlikely; keep all the others:
+    `run` on a FixRequest."""
+    return run(denoiser, FixRequest(document, spans, options or FixOptions()), Hooks(on_step, cancelled))
 
 
-def flag_tokens(canvas: Canvas, probs: torch.Tensor, options: RepairOptions) -> torch.Tensor:
+def select_unlikely(denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor, options: FixOptions) -> Selection:
+    """The mask stage of fix mode: one scoring pass, then `flag_tokens`."""
+    started = time.perf_counter()
+    probs = token_probabilities(denoiser, ids)[0]
+    flags = flag_tokens(canvas, probs, options)
+    stats = SampleStats(0, 1, 0, 0, time.perf_counter() - started, converged=True)
+    return Selection(flags[None], probs, stats)
+
+
+def flag_tokens(canvas: Canvas, probs: torch.Tensor, options: FixOptions) -> torch.Tensor:
     """(L,) bool: the slot positions whose token the model finds unlikely (probs: (L, vocab))."""
     ids = torch.tensor(canvas.ids)
     current = probs.gather(-1, ids[:, None]).squeeze(-1)
@@ -182,7 +153,7 @@ def flag_tokens(canvas: Canvas, probs: torch.Tensor, options: RepairOptions) -> 
     return flags
 
 
-def repair_span(
+def fix_span(
     denoiser: Denoiser,
     document: Document,
     canvas: Canvas,
@@ -190,7 +161,7 @@ def repair_span(
     probs: torch.Tensor,
     flags: torch.Tensor,
     filled: list[int],
-) -> SpanRepair:
+) -> SpanFix:
     """The edits and flagged tokens of one slot, with character offsets into the document."""
     span = slot.span
     original = document.text[span.start : span.end]
@@ -198,12 +169,12 @@ def repair_span(
     after = filled[slot.start : slot.start + slot.length]
     flagged = [i for i in range(slot.length) if flags[slot.start + i]]
     if not flagged:
-        return SpanRepair(span, original, [], [])
+        return SpanFix(span, original, [], [])
 
     drop = set(denoiser.special_ids) | {denoiser.null_id}  # dropped only where the model wrote them
 
     def written(first: int, last: int) -> str:
-        """Text of tokens [first, last) after the repair; a flagged position may hold <null>."""
+        """Text of tokens [first, last) after the fix; a flagged position may hold <null>."""
         return denoiser.decode(
             [t for i, t in enumerate(after[first:last], first) if t not in drop or i not in flagged]
         )
@@ -250,7 +221,7 @@ def repair_span(
     shaped = keep_line_shape(document.text, span.start, span.end, new_text, document.newline)
     if shaped != new_text:  # a flagged line break at the span's edge was replaced: keep the line shape
         edits = [edit for edit in [minimal_edit(document.text, span.start, span.end, shaped)] if edit]
-    return SpanRepair(span, shaped, edits, tokens)
+    return SpanFix(span, shaped, edits, tokens)
 
 
 def runs(flagged: list[int], clean: list[bool]) -> list[tuple[int, int]]:

@@ -1,0 +1,5 @@
+import sys
+
+from infill.bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,317 @@
+"""`infill-bench`: measured quality and speed of a model, printed as tables and written as JSON.
+
+infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--steps 32]
+                     [--json PATH] [--plot PATH]
+    A span is masked and the model regenerates it. Task kinds:
+      line, block, body, docstring: cut (seeded) from the held-out packages, never trained
+        on (see infill.train.corpus): one code line; 2-6 lines; a function body (up to 10
+        lines); the text inside a function's docstring quotes.
+      fix: a held-out code line with one token swapped for another of the same file (a name
+        for a name, a symbol for a symbol); fix mode (--fix) repairs the line, and it is
+        exact if the line is restored.
+      exec-body, exec-line: from this project's execution-checked set (infill/bench/evalset):
+        a function's body, or one line of it, is masked in a file that holds the module's
+        imports, the function and its asserts; the filled file is then RUN, and the task
+        passes if every assert holds.
+    Scores per kind: exact match (ignoring trailing whitespace), edit similarity (difflib
+    ratio), whether the filled file parses, pass rate (exec kinds), the share of fills that
+    broke the syntax and were retried (--syntax-rounds), the share mended by parser-checked
+    token edits (--syntax-edits), the share filled afresh (--syntax-restarts), mean steps and ms.
+    --plot draws quality against the sampler's step cap (over --plot-tasks tasks per kind).
+
+    Executing model output: the exec kinds run code the model wrote, in a separate
+    `python -I -S` process in a temporary directory, with a time limit (--exec-timeout)
+    and a memory cap. Leave the exec kinds out of --kinds to run nothing.
+
+infill-bench speed [--model DIR]
+    Model load time, engine time and end-to-end CLI time for a one-line and a ten-line fill
+    in a 200-line file.
+
+infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--file-lines 2000,20000] [--json PATH]
+    The language server as an editor sees it (lsp_server.measure): start to `initialize`
+    answer, listing code actions, the first fill (loads the model), a one-line fill in a
+    200-line file and in longer ones (--file-lines; with each one's ratio to the 200-line
+    file's), an inline completion (medians of --runs), and the server's memory.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from infill.backend import DEFAULT_MODEL_DIR, Denoiser
+from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, rule_options, run_quality, syntax_options
+from infill.bench.tasks import KINDS, code_lines, heldout_sources
+from infill.document import document_from_bytes
+from infill.errors import ModelError
+from infill.models import load
+from infill.modes.fill import infill
+from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, ORDERS, InfillOptions, SamplerConfig
+from infill.spans import line_span
+
+
+def parse_kinds(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        listed = ", ".join(unknown) or "(none)"
+        raise argparse.ArgumentTypeError(f"unknown kind(s) {listed}; choose from {', '.join(KINDS)}")
+    return kinds
+
+
+def load_backend(args: argparse.Namespace) -> Denoiser:
+    """The model --model, --device, --dtype and --threads name (infill.models.load)."""
+    return load(
+        args.model, args.device, args.dtype, threads=args.threads, trust_remote_code=args.trust_remote_code
+    )
+
+
+def quality(args: argparse.Namespace) -> dict:
+    backend = load_backend(args)
+    if args.kept_context:  # as the language server runs: each sampling starts from the last one's cache
+        from infill.kept_context import KeptContext
+
+        backend = KeptContext(backend)
+    results = run_quality(backend, args)
+    results["kept_context"] = args.kept_context
+    return results
+
+
+SPEED_FILE_LINES = 200
+
+
+def speed_file() -> str:
+    """A 200-line Python file cut from a held-out module (a real file, never trained on)."""
+    long_enough = [text for _, text in heldout_sources() if text.count("\n") >= SPEED_FILE_LINES]
+    text = long_enough[0]
+    return "\n".join(text.split("\n")[:SPEED_FILE_LINES]) + "\n"
+
+
+def speed(args: argparse.Namespace) -> dict:
+    """Engine time of a one-line and a ten-line fill in a 200-line file, every pass over the whole
+    canvas ("exact") against the default context cache ("cached"), and the CLI's wall time."""
+    text = speed_file()
+    code = code_lines(text)
+    one, ten = code[len(code) // 2], code[len(code) // 2]
+    started = time.perf_counter()
+    backend = load_backend(args)
+    load_seconds = time.perf_counter() - started
+    document = document_from_bytes(text.encode())
+    variants = {
+        "exact": SamplerConfig(steps=args.steps, cache_refresh=1, order=args.order, **rule_options(args)),
+        "cached": SamplerConfig(
+            steps=args.steps, cache_refresh=args.cache_refresh, order=args.order, **rule_options(args)
+        ),
+    }
+    results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh,
+               "order": args.order, **rule_options(args), **syntax_options(args)}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "speed.py"
+        path.write_text(text)
+        for name, first, last in (("one_line", one, one), ("ten_lines", ten, ten + 9)):
+            spans = [line_span(text, first, last)]
+            row = {}
+            for variant, config in variants.items():
+                options = InfillOptions(config, **syntax_options(args))
+                runs = [infill(backend, document, spans, options) for _ in range(args.repeat)]
+                row[f"{variant}_ms"] = 1000 * statistics.median(r.stats.seconds for r in runs)
+                row[f"{variant}_steps"] = runs[-1].stats.steps
+                row["positions"] = runs[-1].stats.tokens
+            row["speedup"] = row["exact_ms"] / row["cached_ms"]
+            command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
+                       "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
+                       "--syntax-edits", str(args.syntax_edits),
+                       "--syntax-restarts", str(args.syntax_restarts), "--pass-budget", str(args.pass_budget),
+                       "--order", args.order]  # fmt: skip
+            for option, value in rule_options(args).items():
+                if value is not None:
+                    command += ["--" + option.replace("_", "-"), str(value)]
+            if args.steps is not None:
+                command += ["--steps", str(args.steps)]
+            if args.model:
+                command += ["--model", str(args.model), "--device", args.device, "--dtype", args.dtype]
+            if args.trust_remote_code:
+                command += ["--trust-remote-code"]
+            cli = []
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                subprocess.run(command, check=True, capture_output=True)
+                cli.append(time.perf_counter() - t)
+            row["cli_ms"] = 1000 * statistics.median(cli)
+            results[name] = row
+    print(f"model load: {load_seconds * 1000:.0f} ms (file of {SPEED_FILE_LINES} lines); "
+          f"step cap {args.steps or 'by the spans'}, "
+          f"full pass every {args.cache_refresh} steps when cached")  # fmt: skip
+    header = ("fill", "positions", "steps", "exact ms", "cached ms", "speed-up", "cli ms")
+    print("{:10} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8}".format(*header))
+    for name in ("one_line", "ten_lines"):
+        r = results[name]
+        steps = f"{r['exact_steps']}/{r['cached_steps']}"
+        print(f"{name:10} {r['positions']:9d} {steps:>9} {r['exact_ms']:9.0f} {r['cached_ms']:10.0f} "
+              f"{r['speedup']:8.1f}x {r['cli_ms']:8.0f}")  # fmt: skip
+    return results
+
+
+def lsp(args: argparse.Namespace) -> dict | None:
+    """lsp_server.measure's numbers, printed as its table; None (and why, on stderr) if the
+    server failed (a model it cannot load, a crash)."""
+    from lsp_server.measure import format_table, line_counts, measure
+
+    model = str(args.model) if args.model else None
+    try:
+        file_lines = line_counts(args.file_lines)
+        results = measure(
+            model=model, runs=args.runs, steps=args.steps, threads=args.threads, file_lines=file_lines
+        )
+    except argparse.ArgumentTypeError as error:
+        print(f"infill-bench lsp: --file-lines: {error}", file=sys.stderr)
+        return None
+    except RuntimeError as error:
+        print(f"infill-bench lsp: {error}", file=sys.stderr)
+        return None
+    print(format_table(results))
+    return results
+
+
+def sizes(args: argparse.Namespace) -> dict:
+    """Size against speed: random-weight models of several sizes, one-line fill, fixed passes."""
+    import torch
+
+    from infill.bench.sizes import CONTEXTS, SIZES, format_rows, measure_size
+    from infill.tokenizer import CodeTokenizer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = CodeTokenizer.load(args.model or DEFAULT_MODEL_DIR)
+    text = speed_file()
+    code = code_lines(text)
+    span = line_span(text, code[len(code) // 2], code[len(code) // 2])
+    rows = []
+    for context in CONTEXTS:
+        for hidden, layers in tqdm(SIZES, desc=f"sizes (context {context})"):
+            row = measure_size(tokenizer, text, span, hidden, layers, context, args.passes, args.repeat)
+            rows.append(row)
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes, "
+          f"{torch.get_num_threads()} threads")  # fmt: skip
+    print(format_rows(rows))
+    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows]}
+
+
+def shapes(args: argparse.Namespace) -> dict:
+    """The published families' real shapes with random weights: pass and fill times, peak memory."""
+    import torch
+
+    from infill.bench.shapes import SHAPES, format_rows, measure_shape
+    from infill.models import pick_device, pick_dtype
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    dtype = pick_dtype(args.dtype, device)
+    text = speed_file()
+    code = code_lines(text)
+    middle = len(code) // 2
+    span, next_span = (
+        line_span(text, code[middle], code[middle]),
+        line_span(text, code[middle + 1], code[middle + 1]),
+    )
+    rows = [
+        measure_shape(name, text, span, device, dtype, args.passes, args.repeat, next_span)
+        for name in args.shapes
+    ]
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes (a full one every "
+          f"{SamplerConfig.cache_refresh}), {torch.get_num_threads()} threads, random weights")  # fmt: skip
+    print(format_rows(rows))
+    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows],
+            "known_shapes": list(SHAPES)}  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes"])
+    parser.add_argument("--model", type=Path, default=None,
+                        help="checkpoint folder, any family infill.models.load takes "
+                        "(default: the shipped model)")  # fmt: skip
+    parser.add_argument("--device", default="auto", help="cuda, mps, cpu or auto")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the checkpoint's own modeling code (never without this flag)",
+    )
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
+    kinds = ",".join(KINDS)
+    parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
+    parser.add_argument("--steps", type=int, default=None,
+                        help=f"sampler step cap (default: {ONE_LINE_STEPS} for spans of one line or "
+                        f"less, {MULTI_LINE_STEPS} for longer ones)")  # fmt: skip
+    parser.add_argument(
+        "--cache-refresh",
+        type=int,
+        default=SamplerConfig.cache_refresh,
+        help="full pass every N steps, span-only passes on cached context between (1: exact)",
+    )
+    parser.add_argument("--kept-context", action="store_true",
+                        help="quality: start each sampling from the last one's cache, moved (as the "
+                        "language server does: infill.kept_context)")  # fmt: skip
+    parser.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
+                        help="the unmasking rule: which masked positions a pass commits first")  # fmt: skip
+    parser.add_argument("--block-length", type=int, default=None, metavar="N",
+                        help="decode spans in blocks of N positions, left to right")  # fmt: skip
+    parser.add_argument("--top-p", type=float, default=None, help="sample from the top-p tokens")
+    parser.add_argument("--top-k", type=int, default=None, help="sample from the top-k tokens")
+    for name, help_text in SYNTAX_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)
+    parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
+    parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
+    parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")
+    parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
+    parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
+    parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
+    parser.add_argument("--passes", type=int, default=12, help="sizes, shapes: denoising passes per fill")
+    parser.add_argument(
+        "--shapes",
+        type=lambda v: v.split(","),
+        default=["open-dcoder-0.5b"],
+        help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
+    parser.add_argument("--file-lines", default="2000,20000", metavar="N,N",
+                        help="lsp: other file lengths to time the one-line fill in, against the "
+                        "200-line file (default 2000,20000; '' for none)")  # fmt: skip
+    parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.what == "lsp" and args.runs < 1:
+        parser.error("--runs must be at least 1")
+    try:
+        modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes}
+        results = modes[args.what](args)
+    except ModelError as error:
+        print(f"infill-bench: model error: {error}", file=sys.stderr)
+        return 3
+    if results is None:
+        return 1
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The modes: what a request asks for, as a plan over the pipeline's stages (infill.pipeline).
+
+Each mode is one module with a request dataclass (its `plan` and its `finish`) and the result
+it returns; `infill.pipeline.run(denoiser, request)` runs any of them:
+
+    fill          FillRequest           regenerate spans                       -> InfillResult
+    fix           FixRequest            re-predict the tokens the model doubts -> FixResult
+    docstrings    DocstringRequest      write missing docstrings               -> DocstringResult
+    alternatives  AlternativesRequest   n candidates for one span, ranked      -> list[Candidate]
+    inline        InlineRequest         ghost text at the cursor               -> Completions
+
+A new mode: a module here with its request; the stages stay as they are.
+"""
+
+from infill.modes.alternatives import AlternativesRequest, Candidate
+from infill.modes.docstrings import DocstringRequest, DocstringResult
+from infill.modes.fill import FillRequest, InfillResult
+from infill.modes.fix import FixRequest, FixResult
+from infill.modes.inline import Completions, InlineRequest
+
+__all__ = [
+    "AlternativesRequest",
+    "Candidate",
+    "Completions",
+    "DocstringRequest",
+    "DocstringResult",
+    "FillRequest",
+    "FixRequest",
+    "FixResult",
+    "InfillResult",
+    "InlineRequest",
+]

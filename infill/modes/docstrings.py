@@ -1,0 +1,234 @@
+"""Document mode: write a docstring for each function or class that lacks one.
+
+    plan:   the sites (infill.docstring_sites) near each other as one job on the window of the
+            file around them (infill.window: only that is tokenized and parsed, so a whole-file
+            job costs what its windows cost); in each window the quotes are put in place and
+            the model fills the empty span between them:
+
+                def area(w, h):                      def area(w, h):
+                    return w * h          canvas:        \"\"\"<mask x budget>\"\"\"
+                                                         return w * h
+
+    repair: syntax retries only (a docstring's quotes are mended below, not by token edits;
+            an insertion point gets no fresh fills)
+    edits:  the model's text made into a well-formed literal, or no edit and a reason
+
+What the model writes is made into a well-formed literal before anything is inserted: it is cut
+at the first ``\"\"\"`` (the model meant to close the string there), characters that are not
+printable (other than newline and tab) are dropped, surrounding blank space is stripped, a
+multi-line text gets PEP 257 layout (summary on the first line, the rest re-indented to the
+body, closing quotes on their own line), a text with a backslash gets an ``r`` prefix (PEP 257)
+and no trailing backslash, and a text ending in a quote gets a space before the closing quotes.
+The literal must then parse on its own as a string, and if the file parsed before, it must parse
+after the insertion. A site whose text comes out empty, or fails those checks, gets no edit and
+a reason instead: this mode never inserts text the model did not write. Line endings are the
+file's.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import textwrap
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from infill.canvas import Canvas
+from infill.docstring_sites import DocstringSite
+from infill.document import Document
+from infill.edits import TextEdit, apply_edits, minimal_edit
+from infill.options import MULTI_LINE_STEPS, InfillOptions
+from infill.pipeline import Filled, Hooks, Job, jobs_of, run
+from infill.repair import RepairPolicy
+from infill.sampler import SampleStats, Step
+from infill.spans import Span
+from infill.window import Window, fits_one_window, window_around
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
+
+DOCSTRING_BUDGET = 32  # masked positions per docstring unless the options set a budget
+QUOTES = '''"""'''
+
+
+@dataclass
+class DocstringFill:
+    site: DocstringSite
+    docstring: str | None  # the inserted literal, quotes included; None when nothing was inserted
+    edit: TextEdit | None
+    reason: str | None  # why nothing was inserted (None when something was)
+
+
+@dataclass
+class DocstringResult:
+    fills: list[DocstringFill]
+    stats: SampleStats
+
+    @property
+    def edits(self) -> list[TextEdit]:
+        return [fill.edit for fill in self.fills if fill.edit is not None]
+
+
+@dataclass
+class DocstringRequest:
+    document: Document
+    sites: Sequence[DocstringSite]
+    options: InfillOptions = field(default_factory=InfillOptions)
+
+    def plan(self, denoiser: Denoiser) -> list[Job]:
+        options = self.options
+        sites = sorted(self.sites, key=lambda s: s.start)
+        if not sites:
+            return []
+        budget = DOCSTRING_BUDGET if options.budget is None else options.budget
+        sampler = options.sampler
+        if sampler.steps is None:  # an insertion point, but a docstring may take several lines
+            sampler = dataclasses.replace(sampler, steps=MULTI_LINE_STEPS)
+        # _keep_parsing mends a docstring's quotes: no token edits
+        policy = RepairPolicy.of(options, token_edits=0)
+        context = options.context_length or denoiser.context_length
+        # A file the model sees whole: one job. Else runs of nearby sites, each on its own window
+        # (not one job over the file: that would tokenize all of it, once per canvas tried).
+        groups = [sites] if fits_one_window(self.document.text, context) else _groups(sites, context)
+        jobs = []
+        for group in groups:
+            window = window_around(self.document.text, group[0].start, group[-1].end, context)
+            part = window.document(self.document)
+            moved = [
+                dataclasses.replace(s, start=s.start - window.start, end=s.end - window.start) for s in group
+            ]
+            layout, spans = insertion_layout(part, moved)
+            jobs.append(Job(layout, spans, sampler, policy, budget, options.context_length,
+                            context=_Group(window, part, group, moved)))  # fmt: skip
+        return jobs
+
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> DocstringResult:
+        fills: list[DocstringFill] = []
+        for job in jobs_of(filled):
+            group: _Group = job.context
+            written = [text for part in filled if part.job is job for text in part.texts[0]]
+            for site, here, text in zip(group.sites, group.moved, written, strict=True):
+                fill = _fill(group.part, here, text)
+                edit = None if fill.edit is None else group.window.edit(fill.edit)
+                fills.append(DocstringFill(site, fill.docstring, edit, fill.reason))
+        return DocstringResult(_keep_parsing(self.document.text, fills), stats)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A job's sites: as found, and moved into its window (`part`)."""
+
+    window: Window
+    part: Document
+    sites: list[DocstringSite]
+    moved: list[DocstringSite]
+
+
+def add_docstrings(
+    denoiser: Denoiser,
+    document: Document,
+    sites: Sequence[DocstringSite],
+    options: InfillOptions | None = None,
+    on_step: Callable[[Canvas, Step], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    on_site: Callable[[int, int], None] | None = None,
+) -> DocstringResult:
+    """Have the model write a docstring at each site: `run` on a DocstringRequest.
+
+    ``on_site(done, total)`` is called before each group of sites; ``cancelled()`` is checked
+    before each canvas (and by the sampler before every step): Cancelled.
+    """
+    request = DocstringRequest(document, sites, options or InfillOptions())
+    return run(denoiser, request, Hooks(on_step, cancelled, on_site))
+
+
+def insertion_layout(document: Document, sites: Sequence[DocstringSite]) -> tuple[Document, list[Span]]:
+    """The document with every site's quotes in place, and the empty span between each pair of
+    quotes that the model fills (in the returned document's offsets)."""
+    pieces, spans, position, shift = [], [], 0, 0
+    for site in sorted(sites, key=lambda s: s.start):
+        opening = site.before(document.newline) + QUOTES
+        closing = QUOTES + site.after(document.newline)
+        pieces += [document.text[position : site.start], opening, closing]
+        at = site.start + shift + len(opening)
+        spans.append(Span(at, at, f"docstring of {site.name}"))
+        shift += len(opening) + len(closing) - (site.end - site.start)
+        position = site.end
+    pieces.append(document.text[position:])
+    return dataclasses.replace(document, text="".join(pieces)), spans
+
+
+def _groups(sites: Sequence[DocstringSite], context: int) -> list[list[DocstringSite]]:
+    """Runs of sites near enough to be filled on one canvas (within about half the context)."""
+    reach, most = max(64, context * 2), max(1, context // (2 * DOCSTRING_BUDGET))
+    groups: list[list[DocstringSite]] = []
+    for site in sites:
+        if groups and site.end - groups[-1][0].start <= reach and len(groups[-1]) < most:
+            groups[-1].append(site)
+        else:
+            groups.append([site])
+    return groups
+
+
+def _fill(document: Document, site: DocstringSite, written: str) -> DocstringFill:
+    literal = docstring_literal(written, site.indent)
+    if literal is None:
+        return DocstringFill(site, None, None, "the model wrote no usable docstring text")
+    insertion = document.adapt_newlines(site.before("\n") + literal + site.after("\n"))
+    edit = minimal_edit(document.text, site.start, site.end, insertion)
+    return DocstringFill(site, document.adapt_newlines(literal), edit, None)
+
+
+def docstring_literal(written: str, indent: str) -> str | None:
+    """The model's text made into a docstring literal, quotes included, for a body indented by
+    `indent` (see the module docstring); None if no text is left or it would not be a valid
+    string literal. Line endings are "\n"."""
+    text = written.replace("\r\n", "\n").split(QUOTES)[0]
+    text = "".join(c for c in text if c in "\n\t" or c.isprintable()).strip()
+    lines = [line.rstrip() for line in text.split("\n")]
+    if len(lines) > 1:  # PEP 257: summary line, the rest at the body's indentation, closing line
+        rest = textwrap.dedent("\n".join(lines[1:])).split("\n")
+        body = "\n".join([lines[0]] + [indent + line if line else "" for line in rest] + [indent])
+    else:
+        body = text.rstrip("\\")  # a trailing backslash would escape the closing quotes
+        body += " " if body.endswith('"') else ""
+    if not body:
+        return None
+    literal = ("r" if "\\" in body else "") + QUOTES + body + QUOTES
+    return literal if _is_string_literal(literal) else None
+
+
+def _is_string_literal(literal: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(literal)
+    except (SyntaxError, ValueError):
+        return False
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+def _parses(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _keep_parsing(text: str, fills: list[DocstringFill]) -> list[DocstringFill]:
+    """If `text` parses, drop the edits (one by one, if all together fail) after which it would not."""
+    edits = [fill.edit for fill in fills if fill.edit is not None]
+    if not edits or not _parses(text) or _parses(apply_edits(text, edits)):
+        return fills
+    return [
+        fill
+        if fill.edit is None or _parses(apply_edits(text, [fill.edit]))
+        else DocstringFill(fill.site, None, None, "the file would not parse with this docstring")
+        for fill in fills
+    ]

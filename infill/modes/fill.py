@@ -1,0 +1,85 @@
+"""Fill mode: regenerate spans; everything outside them is fixed context.
+
+plan:   the spans of the document, masked, at the request's budget
+repair: every step the options allow (fresh fills for spans of several lines)
+edits:  one minimal edit per span whose text changed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from infill.canvas import Canvas
+from infill.document import Document
+from infill.edits import TextEdit, minimal_edit
+from infill.errors import InputError
+from infill.options import InfillOptions
+from infill.pipeline import Filled, Hooks, Job, run
+from infill.repair import RepairPolicy
+from infill.sampler import SampleStats, Step
+from infill.spans import Span, validate_spans
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
+
+
+@dataclass
+class SpanResult:
+    span: Span
+    new_text: str  # what the model wrote for the span, in the document's line endings
+    edit: TextEdit | None  # minimal edit; None when the model reproduced the span exactly
+
+
+@dataclass
+class InfillResult:
+    spans: list[SpanResult]
+    stats: SampleStats
+
+    @property
+    def edits(self) -> list[TextEdit]:
+        return [s.edit for s in self.spans if s.edit is not None]
+
+
+@dataclass
+class FillRequest:
+    document: Document
+    spans: Sequence[Span]
+    options: InfillOptions = field(default_factory=InfillOptions)
+
+    def plan(self, denoiser: Denoiser) -> list[Job]:
+        spans = validate_spans(self.document.text, self.spans)
+        if not spans:
+            raise InputError("nothing to fill: no span was given")
+        options = self.options
+        policy = RepairPolicy.of(options)
+        return [Job(self.document, spans, options.sampler, policy, options.budget, options.context_length)]
+
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> InfillResult:
+        return InfillResult(span_results(filled), stats)
+
+
+def span_results(filled: list[Filled]) -> list[SpanResult]:
+    """Each slot's text (row 0) and its minimal edit of the job's document, in span order."""
+    results = []
+    for part in filled:
+        text = part.job.document.text
+        for slot, new_text in zip(part.canvas.slots, part.texts[0]):
+            results.append(
+                SpanResult(slot.span, new_text, minimal_edit(text, slot.span.start, slot.span.end, new_text))
+            )
+    return results
+
+
+def infill(
+    denoiser: Denoiser,
+    document: Document,
+    spans: Sequence[Span],
+    options: InfillOptions | None = None,
+    on_step: Callable[[Canvas, Step], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> InfillResult:
+    """Regenerate `spans` of `document`: `run` on a FillRequest."""
+    request = FillRequest(document, spans, options or InfillOptions())
+    return run(denoiser, request, Hooks(on_step, cancelled))

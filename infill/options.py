@@ -1,0 +1,137 @@
+"""What a request may ask of the engine: the sampler's settings, and each mode's options.
+
+These dataclasses are the settings the CLI's flags and the language server's configuration
+fill in; every value is checked when it is made (InputError), before a model is loaded.
+torch-free, so the language server reads settings without loading torch.
+
+    SamplerConfig   the denoise stage (infill.sampler): steps, thresholds, unmasking rule, blocks
+    InfillOptions   a request's window, budget and repair steps (infill.repair), around a sampler
+    FixOptions      fix mode's (infill.modes.fix): which tokens count as unlikely
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infill.errors import InputError
+
+ORDERS = ("confidence", "margin", "left-to-right", "maskgit_plus", "topk_margin", "entropy", "low_confidence")
+#   the unmasking rules (infill.unmasking): this project's names first, then the published ones
+LENGTH_POLICIES = ("first-pass", "free", "given")
+ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
+MULTI_LINE_STEPS = 128  # ...and of spans of several lines: at least one token a pass, more when confident
+
+
+@dataclass
+class SamplerConfig:
+    steps: int | None = None  # cap on forward passes; None: by the spans (see step_cap)
+    commit_threshold: float = 0.9  # commit every masked position at least this confident
+    remask_threshold: float = 0.2  # a committed token whose probability falls below this is re-masked
+    max_revisions: int = 2  # per position, so that sampling always converges
+    length: str = "first-pass"  # how a span's length is decided: "first-pass", "free" (see below),
+    #   or "given": every editable position is content, no <null> (e.g. re-denoising parts of a fill)
+    length_scale: float = 1.0  # "first-pass": a span keeps this times the length the model decides
+    #   (at least 1 position, at most its budget): fresh fills try other lengths (infill.repair.fresh_fills)
+    nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
+    cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
+    #   only the span positions are computed, on cached context keys/values (1: never cache)
+    temperature: float = 0.0  # 0: most likely token; > 0: sample (for alternatives)
+    top_p: float | None = None  # sample only from the most likely tokens reaching this probability
+    top_k: int | None = None  # ...and only from the k most likely
+    seed: int | None = None
+    order: str = "confidence"  # the unmasking rule: beyond the confident ones, a pass commits the
+    #   masked positions whose token is most probable ("confidence" = LLaDA's "low_confidence";
+    #   Dream's "maskgit_plus": under the sampling distribution), whose best token leads its
+    #   runner-up most ("margin" = "topk_margin"), whose distribution is most peaked ("entropy"),
+    #   or that come first in their span ("left-to-right": first on the canvas). infill.unmasking
+    block_length: int | None = None  # decode each span in blocks of this many positions, left to
+    #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
+    expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
+    #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.expansion)
+
+    def __post_init__(self) -> None:
+        if self.steps is not None and self.steps < 1:
+            raise InputError(f"steps must be at least 1 (got {self.steps})")
+        if self.temperature < 0:
+            raise InputError(f"temperature must be 0 or more (got {self.temperature})")
+        for name in ("commit_threshold", "remask_threshold"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise InputError(f"top_p must be above 0 and at most 1 (got {self.top_p})")
+        for name in ("top_k", "block_length"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise InputError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.expand_start < 1:
+            raise InputError(f"expand_start must be at least 1 (got {self.expand_start})")
+        if self.order not in ORDERS:
+            raise InputError(f"order must be one of {', '.join(ORDERS)} (got {self.order!r})")
+        if self.length not in LENGTH_POLICIES:
+            raise InputError(f"length must be one of {', '.join(LENGTH_POLICIES)} (got {self.length!r})")
+        if self.length_scale <= 0:
+            raise InputError(f"length_scale must be above 0 (got {self.length_scale})")
+        if self.cache_refresh < 1:
+            raise InputError(f"cache_refresh must be at least 1 (got {self.cache_refresh})")
+        if self.max_revisions < 0:
+            raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
+
+
+@dataclass
+class InfillOptions:
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    budget: int | None = None  # masked positions per span; None: from the span's current length
+    context_length: int | None = None  # None: the model's own
+    syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.repair.retries)
+    syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.repair.token_edits)
+    syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.repair.
+    #   fresh_fills), of spans of several lines only (single lines parse as often without them)
+    pass_budget: int | None = 400  # no fresh fill starts once a canvas has had this many forward passes
+    #   (bounds a broken fill's time: about 11 s at worst on two threads; None: no bound)
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and self.budget < 1:
+            raise InputError(f"budget must be at least 1 (got {self.budget})")
+        if self.context_length is not None and self.context_length < 8:
+            raise InputError(f"context_length must be at least 8 (got {self.context_length})")
+        for name in ("syntax_rounds", "syntax_edits", "syntax_restarts"):
+            if getattr(self, name) < 0:
+                raise InputError(f"{name} must be 0 or more (got {getattr(self, name)})")
+        if self.pass_budget is not None and self.pass_budget < 1:
+            raise InputError(f"pass_budget must be at least 1 (got {self.pass_budget})")
+
+
+@dataclass
+class FixOptions:
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    threshold: float = 0.05  # flag a token whose probability is below this...
+    ratio: float = 0.2  # ...and below this share of the probability of the model's favourite token
+    #   (above 1 also flags the favourite itself when it is below `threshold`)
+    max_fraction: float = 0.25  # flag at most this share of a span's tokens (at least one)
+    context_length: int | None = None  # None: the model's own
+    syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
+    syntax_edits: int = 6  # then parser-checked single-token edits (infill.repair.token_edits)
+    #   (no fresh fills, InfillOptions.syntax_restarts: a fix keeps the code it does not flag)
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "max_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
+        if self.ratio < 0:
+            raise InputError(f"ratio must be 0 or more (got {self.ratio})")
+        InfillOptions(  # validates the options both have
+            context_length=self.context_length,
+            syntax_rounds=self.syntax_rounds,
+            syntax_edits=self.syntax_edits,
+        )
+
+    @classmethod
+    def from_infill(cls, options: InfillOptions, **overrides) -> FixOptions:
+        """The fix options of a request made with infill `options`: the same sampler, window
+        and syntax retries (`overrides`: the fields only fix has, e.g. `threshold`)."""
+        return cls(
+            options.sampler,
+            context_length=options.context_length,
+            syntax_rounds=options.syntax_rounds,
+            syntax_edits=options.syntax_edits,
+            **overrides,
+        )

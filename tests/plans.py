@@ -1,0 +1,39 @@
+"""Test helpers that reach one stage at a time (the CLI and the server go through `run`)."""
+
+from __future__ import annotations
+
+from infill.backend import Denoiser
+from infill.canvas import Canvas
+from infill.document import Document
+from infill.options import InfillOptions, SamplerConfig
+from infill.pipeline import Job, lay_out
+from infill.repair import RepairPolicy, repair
+from infill.sampler import SampleResult
+from infill.spans import Span
+
+
+def plan_canvases(
+    denoiser: Denoiser, text: str, spans: list[Span], options: InfillOptions, keep_text: bool = False
+) -> list[Canvas]:
+    """The canvas stage's canvases for `spans` of `text` under `options`."""
+    job = Job(Document(text, bom=False, newline="\n"), list(spans), options.sampler, RepairPolicy.of(options),
+              options.budget, options.context_length, keep_text=keep_text)  # fmt: skip
+    return lay_out(denoiser, job)
+
+
+def remask_syntax(
+    denoiser: Denoiser,
+    document: Document,
+    canvas: Canvas,
+    sampled: SampleResult,
+    config: SamplerConfig,
+    rounds: int,
+    on_step=None,
+    cancelled=None,
+    edits: int = 0,
+    restarts: int = 0,
+    pass_budget: int | None = None,
+) -> SampleResult:
+    """The fix stage with `rounds` retries, `edits` token edits and `restarts` fresh fills."""
+    policy = RepairPolicy(retries=rounds, token_edits=edits, fresh_fills=restarts, pass_budget=pass_budget)
+    return repair(denoiser, document, canvas, sampled, config, policy, on_step, cancelled)
