@@ -10,9 +10,9 @@
     decode   each slot's text (infill.decode)
     edits    request.finish(...) -> the mode's result: its edits and what it has to say
 
-Progress (before each job), cancellation (before each canvas; the sampler checks before each
-pass) and statistics are handled here, once for every mode. The CLI and the language server
-call `run` and nothing below it.
+Progress (before each job), cancellation (before each job and each canvas; the sampler checks
+before each pass) and statistics are handled here, once for every mode. The CLI and the
+language server call `run` and nothing below it.
 """
 
 from __future__ import annotations
@@ -119,13 +119,19 @@ def run(denoiser: Denoiser, request: Request[R], hooks: Hooks | None = None) -> 
     for job in jobs:
         if hooks.on_progress is not None:
             hooks.on_progress(done, total)
+        check(hooks)  # before a job's text is tokenized...
         for canvas in lay_out(denoiser, job):
-            if hooks.cancelled is not None and hooks.cancelled():
-                raise Cancelled("request cancelled")
+            check(hooks)  # ...and before each of its canvases is denoised
             filled.append(fill_canvas(denoiser, job, canvas, hooks))
         done += len(job.spans)
     stats = [s for f in filled for s in (f.selection.stats, f.sampled.stats) if s is not None]
     return request.finish(denoiser, filled, merge_stats(stats))
+
+
+def check(hooks: Hooks) -> None:
+    """Cancelled if the caller has asked to stop."""
+    if hooks.cancelled is not None and hooks.cancelled():
+        raise Cancelled("request cancelled")
 
 
 def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> Filled:
