@@ -8,7 +8,9 @@ a request in a big file cost many times the same request in a small one.
 :class:`ParseCache` keeps the trees of the last few texts it parsed. A text seen before costs a
 lookup. A new text is parsed *incrementally* from the most recent kept tree: the changed region
 is found (the common prefix and suffix of the two texts), described to tree-sitter as an edit,
-and tree-sitter re-parses only what the change touched.
+and tree-sitter re-parses only what the change touched. A text with a syntax error is parsed
+afresh: there tree-sitter's error recovery can differ between the two (tests/test_parse_cache.py
+found such a text).
 
 Kept trees are never changed: an incremental parse edits a copy (``Tree.copy``), because a tree
 handed out may be read by another thread (the server's model worker). A lock guards the cache.
@@ -45,6 +47,11 @@ class ParseCache:
         data = text.encode("utf-8", "surrogatepass")
         parser = tree_sitter.Parser(self.language)
         tree = parser.parse(data) if base is None else parser.parse(data, edited_copy(*base, data))
+        if base is not None and tree.root_node.has_error:
+            # tree-sitter's error recovery may differ between an incremental and a fresh parse
+            # (Python's scanner keeps string and indent state): a broken text is parsed afresh,
+            # so that every caller sees the tree a fresh parse gives.
+            tree = parser.parse(data)
         with self._lock:
             self._trees[text] = (data, tree)
             while len(self._trees) > self.kept:
