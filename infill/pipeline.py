@@ -18,7 +18,7 @@ language server call `run` and nothing below it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -96,7 +96,7 @@ class Filled:
     canvas: Canvas
     selection: Selection
     sampled: SampleResult  # after the repair stage
-    texts: list[list[str]] = field(default_factory=list)  # [row][slot]: each slot's text
+    texts: list[list[str]]  # [row][slot]: each slot's text
 
 
 R = TypeVar("R", covariant=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from infill.document import Document
 from infill.options import InfillOptions
-from infill.pipeline import Filled, Job, jobs_of
+from infill.pipeline import Filled, Job
 from infill.repair import RepairPolicy
 from infill.sampler import SampleStats
 from infill.spans import Span, validate_spans
@@ -64,8 +64,8 @@ class InlineRequest:
 
     def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> Completions:
         texts: list[str] = []
-        for job in jobs_of(filled):
-            (inserted,) = next(part.texts[0] for part in filled if part.job is job)
+        for part in filled:  # one canvas a job: one insertion point
+            (inserted,) = part.texts[0]
             if inserted.strip() and inserted not in texts:
                 texts.append(inserted)
         return Completions(texts, stats)
