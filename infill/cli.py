@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--pass-budget", type=int, default=InfillOptions.pass_budget, metavar="N",
                          help="start no fresh fill once the fill has had N forward passes of the model "
                          "(bounds the time a broken fill takes; 0: no bound; default %(default)s)")
+    sampler.add_argument("--no-recall", dest="recall", action="store_false",
+                         help="never let a one-line fill take a line of the file the model ranks higher "
+                         "than its own fill (infill.recall)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=FixOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
@@ -188,6 +191,7 @@ def run_command(args: argparse.Namespace) -> int:
         syntax_edits=args.syntax_edits,
         syntax_restarts=args.syntax_restarts,
         pass_budget=args.pass_budget or None,
+        recall=args.recall,
     )
     FixOptions.from_infill(options, threshold=args.fix_threshold)  # validated before loading
     if args.alternatives is not None:
@@ -302,7 +306,8 @@ def stats_line(s: SampleStats, summary: str) -> str:
             f"({s.forward_passes} forward passes, {s.revisions} revisions"
             f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}"
             f"{f', token edits: {s.syntax_edits}' if s.syntax_edits else ''}"
-            f"{f', fresh fills: {s.syntax_restarts}' if s.syntax_restarts else ''}), "
+            f"{f', fresh fills: {s.syntax_restarts}' if s.syntax_restarts else ''}"
+            f"{f', lines recalled: {s.recalled}' if s.recalled else ''}), "
             f"{s.seconds * 1000:.0f} ms, {how}")
 
 

@@ -7,6 +7,7 @@
              scores the canvas and picks the tokens the model doubts)
     denoise  the sampler (infill.sampler)
     repair   parser-guided retries, token edits and fresh fills, as the policy allows (infill.repair)
+    recall   a one-line fill may take a line of the document the model ranks higher (infill.recall)
     decode   each slot's text (infill.decode)
     edits    request.finish(...) -> the mode's result: its edits and what it has to say
 
@@ -29,6 +30,7 @@ from infill.decode import rows_texts
 from infill.document import Document
 from infill.errors import Cancelled, InputError
 from infill.options import SamplerConfig
+from infill.recall import recall
 from infill.repair import RepairPolicy, repair
 from infill.sampler import SampleResult, SampleStats, Step, merge_stats, sample, step_cap
 from infill.span_length import choose_lengths, needs_scored_lengths
@@ -86,6 +88,7 @@ class Job:
     keep_text: bool = False  # slots hold the spans' own tokens, not masks (see build_canvas)
     select: Callable[[Denoiser, Canvas, torch.Tensor], Selection] | None = None  # None: every slot position
     context: Any = None  # what the mode's finish needs to know of this job (e.g. its window)
+    recall: bool = False  # one-line fills may take a line of the document (fill mode)
 
 
 @dataclass
@@ -135,13 +138,15 @@ def check(hooks: Hooks) -> None:
 
 
 def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> Filled:
-    """mask -> denoise -> repair -> decode, for one canvas."""
+    """mask -> denoise -> repair -> recall -> decode, for one canvas."""
     ids = torch.tensor([canvas.ids]).repeat(job.rows, 1)
     selection = mask(denoiser, job, canvas, ids)
     config = step_cap(job.sampler, [job.document.text[s.span.start : s.span.end] for s in canvas.slots])
     on_step = partial(hooks.on_step, canvas) if hooks.on_step else None
     sampled = denoise(denoiser, ids, selection.editable, config, on_step, hooks.cancelled)
     sampled = repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, hooks.cancelled)
+    if job.recall and job.rows == 1:
+        sampled = recall(denoiser, job.document, canvas, sampled)
     texts = rows_texts(denoiser, job.document, canvas, sampled.ids)
     return Filled(job, canvas, selection, sampled, texts)
 

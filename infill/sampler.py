@@ -91,6 +91,7 @@ class SampleStats:
     syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.repair.retries)
     syntax_edits: int = 0  # single-token edits the parser checked (infill.repair.token_edits)
     syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (infill.repair.fresh_fills)
+    recalled: int = 0  # one-line fills that took a line of the document instead (infill.recall)
 
 
 @dataclass
@@ -324,4 +325,5 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         syntax_rounds=sum(p.syntax_rounds for p in parts),
         syntax_edits=sum(p.syntax_edits for p in parts),
         syntax_restarts=sum(p.syntax_restarts for p in parts),
+        recalled=sum(p.recalled for p in parts),
     )

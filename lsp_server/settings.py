@@ -57,6 +57,7 @@ class Settings:
     syntax_edits: int | None = None
     syntax_restarts: int | None = None
     pass_budget: int | None = None
+    recall: bool = True  # one-line fills may take a line of the file (infill.recall)
     device: str = "auto"  # these three: how infill.models.load loads model_path
     dtype: str = "auto"
     trust_remote_code: bool = False
@@ -82,6 +83,7 @@ class Settings:
             options.syntax_restarts = self.syntax_restarts
         if self.pass_budget is not None:
             options.pass_budget = self.pass_budget or None  # 0: no bound
+        options.recall = self.recall
         if denoiser is not None:
             explicit = {"temperature"} if self.temperature is not None else set()
             options.sampler = with_recommended(options.sampler, denoiser, explicit)
@@ -115,6 +117,7 @@ _KEYS = {
     "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "syntaxRestarts": ("syntax_restarts", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "passBudget": ("pass_budget", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "recall": ("recall", lambda v: isinstance(v, bool), "true or false"),
     "requestTimeout": (
         "request_timeout",
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6,

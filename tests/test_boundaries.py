@@ -19,6 +19,7 @@ BELOW_THE_PIPELINE = (
     "infill.canvas",
     "infill.decode",
     "infill.repair",  # and every step in it
+    "infill.recall",
 )
 CALLERS = sorted(ROOT.glob("lsp_server/*.py")) + [ROOT / "infill/cli.py", ROOT / "infill/docstrings_hook.py"]
 

@@ -131,7 +131,7 @@ def speed(args: argparse.Namespace) -> dict:
                        "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
                        "--syntax-edits", str(args.syntax_edits),
                        "--syntax-restarts", str(args.syntax_restarts), "--pass-budget", str(args.pass_budget),
-                       "--order", args.order]  # fmt: skip
+                       "--order", args.order, *([] if args.recall else ["--no-recall"])]  # fmt: skip
             for option, value in rule_options(args).items():
                 if value is not None:
                     command += ["--" + option.replace("_", "-"), str(value)]
@@ -274,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text in SYNTAX_FLAGS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)
+    parser.add_argument("--no-recall", dest="recall", action="store_false",
+                        help="one-line fills never take a line of the file (infill.recall)")
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")

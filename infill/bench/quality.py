@@ -274,10 +274,11 @@ SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) do
 }
 
 
-def syntax_options(args: argparse.Namespace) -> dict[str, int | None]:
-    """The InfillOptions fields of the syntax flags."""
+def syntax_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
+    """The InfillOptions fields of the syntax flags, and --no-recall's."""
     options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
     options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
+    options["recall"] = getattr(args, "recall", True)
     return options
 
 

@@ -2,6 +2,7 @@
 
 plan:   the spans of the document, masked, at the request's budget
 repair: every step the options allow (fresh fills for spans of several lines)
+recall: a one-line span may take a line of the document instead (infill.recall)
 edits:  one minimal edit per span whose text changed
 """
 
@@ -54,7 +55,10 @@ class FillRequest:
             raise InputError("nothing to fill: no span was given")
         options = self.options
         policy = RepairPolicy.of(options)
-        return [Job(self.document, spans, options.sampler, policy, options.budget, options.context_length)]
+        return [
+            Job(self.document, spans, options.sampler, policy, options.budget, options.context_length,
+                recall=options.recall)
+        ]
 
     def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> InfillResult:
         return InfillResult(span_results(filled), stats)

@@ -20,6 +20,7 @@ export const SERVER_SETTINGS = [
     'syntaxEdits',
     'syntaxRestarts',
     'passBudget',
+    'recall',
     'threads',
     'trustRemoteCode',
     'requestTimeout',

@@ -71,7 +71,7 @@ describe('serverSettings', () => {
     it('knows every key of lsp_server/settings.py, none of them client-only', () => {
         const expected = [
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'syntaxRounds',
-            'syntaxEdits', 'syntaxRestarts', 'passBudget', 'threads', 'device', 'dtype',
+            'syntaxEdits', 'syntaxRestarts', 'passBudget', 'recall', 'threads', 'device', 'dtype',
             'trustRemoteCode', 'requestTimeout',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
