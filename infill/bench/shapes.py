@@ -111,7 +111,7 @@ def measure_shape(
     load_s = time.perf_counter() - started
     document = document_from_bytes(text.encode())
     sampler = SamplerConfig(steps=passes, commit_threshold=1.0)  # exactly `passes` passes
-    options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0)
+    options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0, recall=False)
     from infill.pipeline import Job, lay_out
     from infill.repair import RepairPolicy
 
