@@ -15,8 +15,8 @@ model on 200 held-out single lines of networkx, each of two task seeds (docs/mea
 Recall): exact lines 4.5% -> 22.5% and 3.5% -> 21.5%.
 
 Only models with a <null> token (a candidate shorter than the slot ends in nulls) and without
-<|expand|> (whose canvases change length) are recalled for; fill mode asks for it
-(`InfillOptions.recall`), and `SampleStats.recalled` counts the lines taken.
+<|expand|> (whose canvases change length) are recalled for; fill mode and the first inline
+sample ask for it (`InfillOptions.recall`), and `SampleStats.recalled` counts the lines taken.
 """
 
 from __future__ import annotations
@@ -135,15 +135,18 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
             ],
             key=lambda pair: -pair[0],
         )
-        broken_before = bool(python_problems(spliced(document, canvas, fills)))
+        index = canvas.slots.index(slot)
+        broken_before = None  # parsed only once a line outranks the fill
         for _, tokens in ranked:
             if tokens is own:
                 break
+            if broken_before is None:
+                broken_before = breaks(document, canvas, fills, index)
             row = tokens + [denoiser.null_id] * (slot.length - len(tokens))
             trial = ids.clone()
             trial[0, slot.start : slot.start + slot.length] = torch.tensor(row)
             trial_fills = slot_texts(denoiser, document, canvas, trial)
-            if not broken_before and python_problems(spliced(document, canvas, trial_fills)):
+            if not broken_before and breaks(document, canvas, trial_fills, index):
                 continue
             ids, fills, taken = trial, trial_fills, taken + 1
             break
@@ -163,3 +166,35 @@ def score(logp: torch.Tensor, slot: Slot, tokens: list[int], null_id: int, count
     positions = torch.arange(slot.start, slot.start + len(targets))
     mean = logp[positions, torch.tensor(targets)].mean().item()
     return mean + PRIOR_WEIGHT * math.log1p(count)
+
+
+def breaks(document: Document, canvas: Canvas, fills: list[str], index: int) -> bool:
+    """Whether the top-level statement around slot `index`, with the slots filled by `fills`,
+    has a syntax error (only that part is parsed: a 20,000-line file costs no more than a small one)."""
+    text = spliced(document, canvas, fills)
+    slots = canvas.slots
+    start = slots[index].span.start + sum(
+        len(f) - (s.span.end - s.span.start) for s, f in zip(slots, fills[:index])
+    )
+    first, last = top_level_block(text, start, start + len(fills[index]))
+    return bool(python_problems(text[first:last]))
+
+
+CONTINUATIONS = ("else", "elif", "except", "finally")  # top-level lines that go on a statement
+
+
+def top_level_block(text: str, start: int, end: int) -> tuple[int, int]:
+    """The lines around text[start:end], out to the nearest lines before and after it that begin
+    a top-level statement (code at column 0; the one after is left out)."""
+
+    def begins_statement(line_start: int) -> bool:
+        head = text[line_start : line_start + 8]
+        return (head[:1].isalpha() or head[:1] in "_@") and not head.startswith(CONTINUATIONS)
+
+    first = text.rfind("\n", 0, start) + 1
+    while first > 0 and not begins_statement(first):
+        first = text.rfind("\n", 0, first - 1) + 1
+    last = text.find("\n", end)
+    while last != -1 and not begins_statement(last + 1):
+        last = text.find("\n", last + 1)
+    return first, len(text) if last == -1 else last + 1

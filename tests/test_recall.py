@@ -179,3 +179,33 @@ def test_the_cli_recalls_a_line_and_says_so_and_no_recall_turns_it_off(tmp_path,
     assert main([str(path), "--lines", str(line), "--stats", "--threads", "2", "--no-recall"]) == 0
     out = capsys.readouterr()
     assert "lines recalled" not in out.err and "-    G.add_edge(1, 2)" in out.out  # the model's own line
+
+
+def test_inline_completion_on_a_blank_line_offers_the_recalled_line_first():
+    from infill.modes.inline import InlineRequest
+    from infill.pipeline import run
+
+    backend = load_backend(DEFAULT_MODEL_DIR, threads=2)
+    span = span_of(TESTS, "    G.add_edge(1, 2)")
+    text = TESTS[: span.start] + "    " + TESTS[span.end :]  # the user is on a blank, indented line
+    document = Document(text, bom=False, newline="\n")
+    cursor = span.start + 4
+    on = run(backend, InlineRequest(document, cursor, InfillOptions()))
+    off = run(backend, InlineRequest(document, cursor, InfillOptions(recall=False)))
+    assert on.texts[0] == "G.add_edge(1, 2)" and on.stats.recalled == 1
+    assert "G.add_edge(1, 2)" not in off.texts and off.stats.recalled == 0
+
+
+def test_the_syntax_guard_parses_only_the_top_level_statement_around_the_line():
+    from infill.recall import top_level_block
+
+    text = (
+        "import os\n\n\ndef f(x):\n    if x:\n        y = 1\n    else:\n        y = 2\n    return y\n"
+        "\n\nz = f(1)\n"
+    )
+    y = text.index("        y = 2")
+    first, last = top_level_block(text, y, y + len("        y = 2"))
+    assert text[first:last] == text[text.index("def f") : text.index("z = f")]
+    block = "if a:\n    b = 1\nelse:\n    b = 2\n"  # "else" goes on the statement above it
+    b = block.index("    b = 2")
+    assert top_level_block(block, b, b + 9) == (0, len(block))

@@ -6,6 +6,7 @@
             lower them): ghost text is asked for as the user types. Token edits nearly doubled
             its time (`infill-bench lsp --threads 2`: 140 -> 259 ms with 2 edits), so it gets
             none; an insertion point gets no fresh fills
+    recall: on a blank line, the first sample may be a line of the file (infill.recall)
     edits:  the distinct, non-blank texts, in the order drawn
 
 The language server offers them as ghost text (lsp_server.inline).
@@ -59,7 +60,9 @@ class InlineRequest:
             sampler = options.sampler
             if runs > 1:
                 sampler = dataclasses.replace(sampler, seed=first_seed + run)
-            jobs.append(Job(self.document, spans, sampler, policy, options.budget, options.context_length))
+            recall = options.recall and run == 0  # the first sample only: the others stay the model's
+            job = Job(self.document, spans, sampler, policy, options.budget, options.context_length)
+            jobs.append(dataclasses.replace(job, recall=recall))
         return jobs
 
     def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> Completions:
