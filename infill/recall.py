@@ -12,7 +12,7 @@ with every slot masked (the sampler's first view of it):
 (the fill's own count is 0). The best-scoring line takes the slot, unless it would give the
 file a syntax error the fill did not (tree-sitter's, then Python's). Measured with the shipped
 model on 200 held-out single lines of networkx, each of two task seeds (docs/measurements.md,
-Recall): exact lines 4.5% -> 22.5% and 3.5% -> 21.5%.
+Recall): exact lines 4.5% -> 22.5% and 3.5% -> 21.0%.
 
 Only models with a <null> token (a candidate shorter than the slot ends in nulls) and without
 <|expand|> (whose canvases change length) are recalled for; fill mode and the first inline
