@@ -323,3 +323,20 @@ def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_toke
     assert abs(row.params - expected_params) / expected_params < 0.2  # embeddings + attention + MLP
     assert 0 < row.pass_ms <= row.fill_ms
     assert "hidden" in format_rows([row]) and f"{row.fill_ms:8.0f}" in format_rows([row])
+
+
+def test_quality_takes_its_tasks_from_a_repositorys_held_out_files(tiny_backend, monkeypatch, tmp_path):
+    from infill.train.finetune import collect
+
+    monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for n in range(12):
+        (repo / f"module_{n}.py").write_text(SOURCE.replace("def ", f"def m{n}_"))
+    heldout = {f.path for f in collect(repo, report=lambda message: None).heldout}
+    out = tmp_path / "results.json"
+    argv = ["quality", "--source", str(repo), "--kinds", "line", "--tasks", "3", "--steps", "2"]
+    argv += ["--json", str(out)]
+    assert bench.main(argv) == 0
+    tasks = json.loads(out.read_text())["tasks"]
+    assert len(tasks) == 3 and {t["path"] for t in tasks} <= heldout and heldout

@@ -274,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text in SYNTAX_FLAGS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)
+    parser.add_argument("--source", type=Path, default=None, metavar="DIR",
+                        help="quality: tasks from the files of the repository DIR that `infill-train "
+                        "finetune` holds out (default: this project's held-out packages)")
     parser.add_argument("--no-recall", dest="recall", action="store_false",
                         help="one-line fills never take a line of the file (infill.recall)")
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")

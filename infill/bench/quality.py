@@ -238,15 +238,26 @@ def plot_curve(curve: dict[str, dict[int, dict]], path: Path, title: str = "") -
 # --------------------------------------------------------------------------- commands
 
 
+def repository_sources(root: Path) -> list[tuple[str, str]]:
+    """(path, text) of the files of the repository under `root` that `infill-train finetune`
+    holds out (never trains on), those that parse."""
+    from infill.train.finetune import collect
+
+    files = collect(root, report=lambda message: None)
+    return [(f.path, f.text) for f in files.heldout if parses(f.text)]
+
+
 def run_quality(
     backend: Denoiser,
     args: argparse.Namespace,
     sources: list[tuple[str, str]] | None = None,
     functions: tuple[EvalFunction, ...] | None = None,
 ) -> dict:
-    """The quality benchmark on a loaded backend; `sources` default to the held-out files."""
+    """The quality benchmark on a loaded backend; `sources` default to the held-out files (of
+    `--source DIR`, when given, else of the project's held-out packages)."""
     if sources is None and any(k not in EXEC_KINDS for k in args.kinds):
-        sources = heldout_sources()
+        source = getattr(args, "source", None)
+        sources = repository_sources(source) if source is not None else heldout_sources()
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
     rules = rule_options(args)
     config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order, **rules)
