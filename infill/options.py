@@ -88,7 +88,7 @@ class InfillOptions:
     pass_budget: int | None = 400  # no fresh fill starts once a canvas has had this many forward passes
     #   (bounds a broken fill's time: about 11 s at worst on two threads; None: no bound)
     recall: bool = True  # a one-line fill may take a line of the document the model ranks higher
-    #   (infill.recall; fill mode, models with a <null> token)
+    #   (infill.recall; fill mode and the first inline sample, models with a <null> token)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:

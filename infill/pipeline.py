@@ -88,7 +88,7 @@ class Job:
     keep_text: bool = False  # slots hold the spans' own tokens, not masks (see build_canvas)
     select: Callable[[Denoiser, Canvas, torch.Tensor], Selection] | None = None  # None: every slot position
     context: Any = None  # what the mode's finish needs to know of this job (e.g. its window)
-    recall: bool = False  # one-line fills may take a line of the document (fill mode)
+    recall: bool = False  # one-line fills may take a line of the document (fill mode, first inline sample)
 
 
 @dataclass

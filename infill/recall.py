@@ -93,9 +93,9 @@ def candidates(text: str, span: Span, fill: str) -> list[Candidate]:
     found = []
     for line, count in counts.most_common(MAX_CANDIDATES):
         for indent in sorted(indents):
-            text_ = indent + line if starts_line else line
-            if text_ != fill:
-                found.append(Candidate(text_, count))
+            offered = indent + line if starts_line else line
+            if offered != fill:
+                found.append(Candidate(offered, count))
     return found
 
 
@@ -107,8 +107,6 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
     """The recall stage over row 0 of a filled canvas: each one-line slot keeps the model's fill
     or takes the best-ranked line of the document (see the module's docstring)."""
     if denoiser.null_id is None or getattr(denoiser, "expand_id", None) is not None:
-        return sampled
-    if sampled.ids.size(1) != len(canvas.ids):
         return sampled
     text = document.text
     fills = slot_texts(denoiser, document, canvas, sampled.ids)
@@ -122,7 +120,7 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
         logp = torch.log_softmax(denoiser.logits(torch.tensor([canvas.ids]))[0].float(), -1)
     ids = sampled.ids.clone()
     taken = 0
-    for slot, offer in zip(canvas.slots, offers):
+    for index, (slot, offer) in enumerate(zip(canvas.slots, offers)):
         if not offer:
             continue
         own = ids[0, slot.start : slot.start + slot.length].tolist()
@@ -135,7 +133,6 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
             ],
             key=lambda pair: -pair[0],
         )
-        index = canvas.slots.index(slot)
         broken_before = None  # parsed only once a line outranks the fill
         for _, tokens in ranked:
             if tokens is own:

@@ -61,8 +61,10 @@ class InlineRequest:
             if runs > 1:
                 sampler = dataclasses.replace(sampler, seed=first_seed + run)
             recall = options.recall and run == 0  # the first sample only: the others stay the model's
-            job = Job(self.document, spans, sampler, policy, options.budget, options.context_length)
-            jobs.append(dataclasses.replace(job, recall=recall))
+            jobs.append(
+                Job(self.document, spans, sampler, policy, options.budget, options.context_length,
+                    recall=recall)
+            )  # fmt: skip
         return jobs
 
     def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> Completions:
