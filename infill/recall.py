@@ -48,7 +48,7 @@ class Candidate:
     count: int  # how often it sits next to the span's neighbours elsewhere in the document
 
 
-def one_line(text: str, span: Span) -> bool:
+def whole_line(text: str, span: Span) -> bool:
     """Whether `span` is one whole line of `text`: from the line's start or the end of its
     indentation, to the line's end."""
     line_start = text.rfind("\n", 0, span.start) + 1
@@ -111,7 +111,7 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
     text = document.text
     fills = slot_texts(denoiser, document, canvas, sampled.ids)
     offers = [
-        candidates(text, slot.span, fill) if one_line(text, slot.span) else []
+        candidates(text, slot.span, fill) if whole_line(text, slot.span) else []
         for slot, fill in zip(canvas.slots, fills)
     ]
     if not any(offers):

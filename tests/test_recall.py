@@ -11,7 +11,7 @@ from infill.canvas import build_canvas
 from infill.document import Document
 from infill.modes.fill import infill
 from infill.options import InfillOptions
-from infill.recall import Candidate, candidates, one_line, recall
+from infill.recall import Candidate, candidates, recall, whole_line
 from infill.sampler import SampleResult, SampleStats
 from infill.spans import Span
 
@@ -49,12 +49,12 @@ def span_of(text: str, line: str, occurrence: int = -1) -> Span:
 def test_a_span_is_one_line_only_when_it_covers_a_whole_line_of_code():
     text = "def f():\n    x = 1\r\n    return x\n"
     x = text.index("    x = 1")
-    assert one_line(text, Span(x, x + len("    x = 1"), "t"))  # with its indentation
-    assert one_line(text, Span(x + 4, x + len("    x = 1"), "t"))  # without it
-    assert not one_line(text, Span(x + 4, x + 7, "t"))  # part of the line
-    assert not one_line(text, Span(x, text.index("    return"), "t"))  # the line and its newline
-    assert not one_line(text, Span(0, text.index("    return") - 1, "t"))  # two lines
-    assert not one_line(text, Span(x + 2, x + len("    x = 1"), "t"))  # from inside the indentation
+    assert whole_line(text, Span(x, x + len("    x = 1"), "t"))  # with its indentation
+    assert whole_line(text, Span(x + 4, x + len("    x = 1"), "t"))  # without it
+    assert not whole_line(text, Span(x + 4, x + 7, "t"))  # part of the line
+    assert not whole_line(text, Span(x, text.index("    return"), "t"))  # the line and its newline
+    assert not whole_line(text, Span(0, text.index("    return") - 1, "t"))  # two lines
+    assert not whole_line(text, Span(x + 2, x + len("    x = 1"), "t"))  # from inside the indentation
 
 
 def test_candidates_are_the_lines_next_to_the_same_neighbours_most_frequent_first():

@@ -49,7 +49,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from infill.backend import DEFAULT_MODEL_DIR, Denoiser
-from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, rule_options, run_quality, syntax_options
+from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, engine_options, rule_options, run_quality
 from infill.bench.tasks import KINDS, code_lines, heldout_sources
 from infill.document import document_from_bytes
 from infill.errors import ModelError
@@ -113,7 +113,7 @@ def speed(args: argparse.Namespace) -> dict:
         ),
     }
     results = {"load_seconds": load_seconds, "steps_cap": args.steps, "cache_refresh": args.cache_refresh,
-               "order": args.order, **rule_options(args), **syntax_options(args)}  # fmt: skip
+               "order": args.order, **rule_options(args), **engine_options(args)}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "speed.py"
         path.write_text(text)
@@ -121,7 +121,7 @@ def speed(args: argparse.Namespace) -> dict:
             spans = [line_span(text, first, last)]
             row = {}
             for variant, config in variants.items():
-                options = InfillOptions(config, **syntax_options(args))
+                options = InfillOptions(config, **engine_options(args))
                 runs = [infill(backend, document, spans, options) for _ in range(args.repeat)]
                 row[f"{variant}_ms"] = 1000 * statistics.median(r.stats.seconds for r in runs)
                 row[f"{variant}_steps"] = runs[-1].stats.steps

@@ -261,13 +261,13 @@ def run_quality(
     tasks = make_tasks(sources or [], args.kinds, args.tasks, args.seed, functions)
     rules = rule_options(args)
     config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order, **rules)
-    options = InfillOptions(config, **syntax_options(args))
+    options = InfillOptions(config, **engine_options(args))
     scores = evaluate(backend, tasks, options, args.exec_timeout, desc="quality")
     table = summarize(scores)
     print_table(table)
     results = {"model": str(args.model or "default"), "steps_cap": args.steps, "seed": args.seed,
                "cache_refresh": args.cache_refresh, "order": args.order, **rule_options(args),
-               **syntax_options(args), "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
+               **engine_options(args), "table": table, "tasks": [asdict(s) for s in scores]}  # fmt: skip
     if args.plot:
         caps = [int(c) for c in args.plot_caps.split(",")]
         curve = step_curve(backend, tasks, caps, args.plot_tasks, args.exec_timeout, options)
@@ -285,7 +285,7 @@ SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) do
 }
 
 
-def syntax_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
+def engine_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
     """The InfillOptions fields of the syntax flags, and --no-recall's."""
     options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
     options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
