@@ -128,6 +128,21 @@ def test_finetune_lowers_the_held_out_loss_and_leaves_a_model_the_cli_runs(tmp_p
     assert train_main(args) == 0  # finished: reported again, not redone
 
 
+def test_the_mix_of_training_examples_is_a_flag_and_recorded(tmp_path: Path, capsys):
+    model = tiny_model(tmp_path / "base")
+    source = synthetic_repository(tmp_path / "repo")
+    out = tmp_path / "tuned"
+    base = ["finetune", "--source", str(source), "--model", str(model), "--out", str(out)]
+    with pytest.raises(SystemExit) as exit_info:  # refused before anything is written
+        train_main([*base, *FAST, "--mix", "lines=1,paragraph=2"])
+    assert exit_info.value.code == 2 and "unknown example kind 'paragraph'" in capsys.readouterr().err
+    assert not out.exists() and not work_dir(out).exists()
+    quick = [*FAST[:2], "--steps", "3", *FAST[4:]]
+    assert train_main([*base, *quick, "--mix", "lines=0.5,window=0.5"]) == 0
+    mix = json.loads((out / "finetune.json").read_text())["mix"]
+    assert (mix["lines"], mix["window"], mix["line"], mix["multi"]) == (0.5, 0.5, 0, 0)
+
+
 def test_a_source_without_python_files_is_a_clear_error(tmp_path: Path, capsys):
     model = tiny_model(tmp_path / "base")
     source = tmp_path / "empty"

@@ -26,6 +26,7 @@ from infill.train.masking import (
     line_bounds,
     make_example,
     multi_span_example,
+    parse_mix,
     span_example,
 )
 from infill.train.train import TrainConfig, batches
@@ -163,6 +164,34 @@ def test_examples_of_every_kind_are_well_formed(tiny_tokenizer, tmp_path, source
             if masked:
                 assert example.input_ids[i] == tiny_tokenizer.mask_id
                 assert example.targets[i] != IGNORE
+
+
+def test_a_mix_decides_the_kinds_of_example(tiny_tokenizer, tmp_path, source_root):
+    build_corpus(tmp_path / "run", roots=[source_root], near_duplicate_threshold=None)
+    records = load_corpus(tmp_path / "run" / "corpus.jsonl.gz", split="train")
+    rng, tok = random.Random(0), tiny_tokenizer
+
+    def masked_newlines(example) -> int:
+        return sum("\n" in tok.decode([t]) for t, m in zip(example.targets, example.masked) if m)
+
+    windows = [make_example(rng, rng.choice(records), tok, 64, parse_mix("window=1")) for _ in range(50)]
+    for example in windows:  # whole-window masking: every position is a target, no nulls
+        real = [t for t, i in zip(example.targets, example.input_ids) if i != tok.pad_id]
+        assert IGNORE not in real and tok.null_id not in real
+    assert sum(map(masked_newlines, windows)) > 20  # masks run across lines
+    lines = [make_example(rng, rng.choice(records), tok, 64, parse_mix("line=1")) for _ in range(50)]
+    assert sum(map(masked_newlines, lines)) == 0  # single lines only: a mask never covers a newline
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [("line=0.5,word=1", "unknown example kind 'word'"), ("line=x", "not a number"),
+     ("window=-1", "negative"), ("line=0,window=0", "no example kind"), ("line=nan", "negative")],
+)  # fmt: skip
+def test_a_mix_that_makes_no_sense_is_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_mix(text)
+    assert parse_mix("line=0.25,window=0.75") == MaskMix(0.25, 0, 0, 0, 0, 0.75)
 
 
 def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_tokenizer):

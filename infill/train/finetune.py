@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from infill.backend import DEFAULT_MODEL_DIR
@@ -41,6 +41,7 @@ from infill.model_info import model_card, native_model_problem
 from infill.tokenizer import CodeTokenizer
 from infill.train.corpus import MAX_CHARS, MIN_CHARS, CorpusFile, ast_spans, looks_generated
 from infill.train.export import export_model, read_log
+from infill.train.masking import MaskMix
 from infill.train.train import TrainConfig, finished, prior_training, train
 
 VENDORED_DIRS = frozenset({
@@ -66,6 +67,7 @@ class FinetuneConfig:
     lr: float = 5e-4
     threads: int | None = None
     max_steps: int | None = None  # stop after this many steps even if time is left
+    mix: MaskMix = field(default_factory=MaskMix)  # the kinds of training example
 
 
 @dataclass
@@ -312,6 +314,7 @@ def finetune(config: FinetuneConfig, report=print) -> Path | None:
         device="cpu",
         init_from=config.model,
         model={},
+        mix=config.mix,
     )
     if not finished(train_config):
         cpu = time.process_time()
@@ -326,7 +329,8 @@ def finetune(config: FinetuneConfig, report=print) -> Path | None:
     result = {"source": str(config.source.resolve()), "base": str(config.model), "minutes": config.minutes,
               "cpu_seconds": cpu_seconds(work), "threads": torch_threads(config.threads),
               "heldout_files": [f.path for f in files.heldout], "kinds": list(config.kinds),
-              "tasks": config.tasks, "seed": config.seed, "before": before, "after": after}  # fmt: skip
+              "tasks": config.tasks, "seed": config.seed, "mix": asdict(config.mix),
+              "before": before, "after": after}  # fmt: skip
     (model_dir / "finetune.json").write_text(json.dumps(result, indent=1))
     model_dir.rename(out)
     shutil.rmtree(work, ignore_errors=True)
@@ -385,6 +389,7 @@ def main(args) -> int:
         lr=args.lr,
         threads=args.threads,
         max_steps=args.steps,
+        mix=args.mix or MaskMix(),
     )
     try:
         done = finetune(config)

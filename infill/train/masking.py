@@ -50,6 +50,29 @@ class MaskMix:
     context_corruption: float = 0.04
 
 
+EXAMPLE_KINDS = ("line", "lines", "chars", "ast", "multi", "window")
+
+
+def parse_mix(text: str) -> MaskMix:
+    """A mix from `kind=weight,...` (e.g. `line=0.1,lines=0.3,multi=0.2,window=0.4`): the kinds
+    named get those weights, the others 0; corruption settings keep their defaults."""
+    weights = dict.fromkeys(EXAMPLE_KINDS, 0.0)
+    for item in text.split(","):
+        kind, _, value = item.strip().partition("=")
+        if kind not in weights:
+            raise ValueError(f"unknown example kind {kind!r} (kinds: {', '.join(EXAMPLE_KINDS)})")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise ValueError(f"{kind}: weight {value!r} is not a number") from None
+        if not weight >= 0:
+            raise ValueError(f"{kind}: weight {value} is negative")
+        weights[kind] = weight
+    if not sum(weights.values()) > 0:
+        raise ValueError("no example kind has a weight above 0")
+    return MaskMix(**weights)
+
+
 @dataclass
 class Example:
     input_ids: list[int]
@@ -108,8 +131,7 @@ def make_example(
     mix: MaskMix,
     max_span_tokens: int | None = None,
 ) -> Example:
-    kinds = [*SPAN_KINDS, "multi", "window"]
-    kind = rng.choices(kinds, weights=[getattr(mix, k) for k in kinds])[0]
+    kind = rng.choices(EXAMPLE_KINDS, weights=[getattr(mix, k) for k in EXAMPLE_KINDS])[0]
     max_span_tokens = max_span_tokens or seq_len // 2
     if kind == "multi":
         example = multi_span_example(rng, record, tok, seq_len, mix)
