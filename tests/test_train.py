@@ -186,7 +186,8 @@ def test_a_mix_decides_the_kinds_of_example(tiny_tokenizer, tmp_path, source_roo
 @pytest.mark.parametrize(
     "text, message",
     [("line=0.5,word=1", "unknown example kind 'word'"), ("line=x", "not a number"),
-     ("window=-1", "negative"), ("line=0,window=0", "no example kind"), ("line=nan", "negative")],
+     ("window=-1", "0 or more"), ("line=0,window=0", "no example kind"), ("line=nan", "finite"),
+     ("line=inf", "finite")],
 )  # fmt: skip
 def test_a_mix_that_makes_no_sense_is_refused(text, message):
     with pytest.raises(ValueError, match=message):

@@ -24,6 +24,7 @@ give low probability to wrong tokens that are not masked, which the sampler's re
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -65,8 +66,8 @@ def parse_mix(text: str) -> MaskMix:
             weight = float(value)
         except ValueError:
             raise ValueError(f"{kind}: weight {value!r} is not a number") from None
-        if not weight >= 0:
-            raise ValueError(f"{kind}: weight {value} is negative")
+        if not 0 <= weight < math.inf:
+            raise ValueError(f"{kind}: weight {value} is not a finite number of 0 or more")
         weights[kind] = weight
     if not sum(weights.values()) > 0:
         raise ValueError("no example kind has a weight above 0")
