@@ -192,7 +192,8 @@ def test_a_mix_decides_the_kinds_of_example(tiny_tokenizer, tmp_path, source_roo
 def test_a_mix_that_makes_no_sense_is_refused(text, message):
     with pytest.raises(ValueError, match=message):
         parse_mix(text)
-    assert parse_mix("line=0.25,window=0.75") == MaskMix(0.25, 0, 0, 0, 0, 0.75)
+    zeros = dict.fromkeys(["lines", "chars", "ast", "multi"], 0)
+    assert parse_mix("line=0.25,window=0.75") == MaskMix(line=0.25, window=0.75, **zeros)
 
 
 def test_train_checkpoints_resumes_and_exports(tmp_path, source_root, tiny_tokenizer):
