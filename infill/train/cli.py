@@ -34,7 +34,7 @@ from infill.model import InfillModel
 from infill.tokenizer import CodeTokenizer, train_tokenizer
 from infill.train.corpus import build_corpus, load_corpus
 from infill.train.export import plot_loss
-from infill.train.masking import MaskMix, parse_mix
+from infill.train.masking import EXAMPLE_KINDS, MaskMix, parse_mix
 from infill.train.train import TrainConfig, train
 
 TOKENIZER_SAMPLE_CHARS = 40_000_000
@@ -81,7 +81,7 @@ def stage_model(args) -> None:
         workers=args.workers or 0,
         bf16=not args.fp32,
         init_from=args.init_from,
-        mix=args.mix or MaskMix(),
+        mix=args.mix,
         model={"hidden_size": args.hidden, "num_layers": args.layers, "num_heads": args.heads},
     )
     checkpoint = train(config, tok)
@@ -251,10 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "never waits")  # fmt: skip
     parser.add_argument("--init-from", type=Path, default=None,
                         help="model: start from these weights (e.g. infill/default_model); --steps counts on")
-    parser.add_argument("--mix", type=mix_argument, default=None, metavar="KIND=W,...",
+    default_mix = ",".join(f"{kind}={getattr(MaskMix(), kind):g}" for kind in EXAMPLE_KINDS)
+    parser.add_argument("--mix", type=mix_argument, default=MaskMix(), metavar="KIND=W,...",
                         help="model, finetune: the kinds of training example and their weights, e.g. "
-                        "line=0.1,lines=0.3,multi=0.2,window=0.4 (kinds not named: 0; default: "
-                        "line=0.15,lines=0.1,chars=0.05,ast=0.25,multi=0.35,window=0.1)")  # fmt: skip
+                        f"line=0.1,lines=0.3,multi=0.2,window=0.4 (kinds not named: 0; default: "
+                        f"{default_mix})")  # fmt: skip
     parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=6)

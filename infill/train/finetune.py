@@ -389,7 +389,7 @@ def main(args) -> int:
         lr=args.lr,
         threads=args.threads,
         max_steps=args.steps,
-        mix=args.mix or MaskMix(),
+        mix=args.mix,
     )
     try:
         done = finetune(config)

@@ -51,7 +51,8 @@ class MaskMix:
     context_corruption: float = 0.04
 
 
-EXAMPLE_KINDS = ("line", "lines", "chars", "ast", "multi", "window")
+SPAN_KINDS = ["line", "lines", "chars", "ast"]
+EXAMPLE_KINDS = (*SPAN_KINDS, "multi", "window")  # MaskMix's weights
 
 
 def parse_mix(text: str) -> MaskMix:
@@ -88,9 +89,6 @@ def line_bounds(text: str) -> list[tuple[int, int]]:
         bounds.append((start, start + len(line)))
         start += len(line) + 1
     return bounds
-
-
-SPAN_KINDS = ["line", "lines", "chars", "ast"]
 
 
 def code_lines(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
