@@ -32,7 +32,7 @@ from infill.bench.cli import build_parser
 from infill.bench.quality import run_quality
 from infill.models.native import InfillBackend, load_backend
 from infill.train.finetune import collect
-from infill.train.masking import MaskMix, collate, make_example, pad
+from infill.train.masking import MaskMix, collate, make_example
 
 # mostly the single lines, blocks and several-span examples that fills look like
 DATASTORE_MIX = MaskMix(line=0.35, lines=0.15, ast=0.1, chars=0.0, multi=0.3, window=0.1)
@@ -49,7 +49,7 @@ def build_datastore(
     made = [make_example(rng, rng.choice(files), tok, seq_len, DATASTORE_MIX) for _ in range(examples)]
     keys, values = [], []
     for i in range(0, len(made), batch):
-        rows = collate([pad(e, seq_len, tok.pad_id) for e in made[i : i + batch]], tok.pad_id)
+        rows = collate(made[i : i + batch], tok.pad_id)  # examples come padded to seq_len
         hidden = backend.model.hidden_states(rows["input_ids"], rows["attention_mask"])
         stored = (rows["input_ids"] == tok.mask_id) & (rows["targets"] >= 0)
         keys.append(hidden[stored].half())
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=6000, help="masked training windows stored")
     parser.add_argument("--k", type=int, default=32)
     parser.add_argument("--lam", type=float, default=0.25)
-    parser.add_argument("--temperature", type=float, default=150.0, help="squared distances are 150-500")
+    parser.add_argument("--temperature", type=float, default=150.0, help="nearest squared distances: 150-500")
     parser.add_argument("--seed", type=int, default=0, help="the task seed")
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--json", type=Path, default=None)
