@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     default_mix = ",".join(f"{kind}={getattr(MaskMix(), kind):g}" for kind in EXAMPLE_KINDS)
     parser.add_argument("--mix", type=mix_argument, default=MaskMix(), metavar="KIND=W,...",
                         help="model, finetune: the kinds of training example and their weights, e.g. "
-                        f"line=0.1,lines=0.3,multi=0.2,window=0.4 (kinds not named: 0; default: "
+                        "line=0.1,lines=0.3,multi=0.2,window=0.4 (kinds not named: 0; default: "
                         f"{default_mix})")  # fmt: skip
     parser.add_argument("--fp32", action="store_true", help="train in float32 (default: bfloat16 autocast)")
     parser.add_argument("--hidden", type=int, default=256)
