@@ -9,6 +9,10 @@
     infill file.py --lines 7 --alternatives 4    # 4 candidates for the span, best first
     infill file.py --lines 10-20 --model ~/models/DiffuCoder-7B-Instruct --device cuda
                                                  # a published model (Dream, LLaDA, ...: docs/models.md)
+    infill file.py --lines 7 --model apple/DiffuCoder-7B-Instruct
+                                                 # by name, from the local Hugging Face cache
+    infill models [FOLDER ...]                   # the models found in the cache and FOLDERs
+                                                 # (a file named "models": write ./models)
 
 Exit codes: 0 success (whether or not the model changed anything), 2 bad input (nothing
 changed), 3 the model could not be loaded or run, 130 interrupted.
@@ -134,9 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--fix-threshold", type=float, default=FixOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
     model = parser.add_argument_group("model")
-    model.add_argument("--model", type=Path, default=None, metavar="DIR",
-                       help="checkpoint folder: Dream, Dream-Coder, DiffuCoder, DreamOn, LLaDA, Open-dCoder "
-                       "or infill's own (default: the model shipped with infill; see docs/models.md)")
+    model.add_argument("--model", default=None, metavar="DIR|ORG/NAME[@REV]",
+                       help="checkpoint folder, or a model's name found in the local Hugging Face cache "
+                       "(never downloaded; `infill models` lists them): Dream, Dream-Coder, DiffuCoder, "
+                       "DreamOn, LLaDA, Open-dCoder or infill's own (default: the model shipped with infill; "
+                       "see docs/models.md)")
     model.add_argument("--device", default="auto", help="cuda, mps, cpu or auto (default: the first of "
                        "those available)")
     model.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
@@ -347,6 +353,11 @@ class StepPrinter:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["models"]:  # `infill models ...`; a file named "models" is ./models
+        from infill.models.catalog import models_command
+
+        return models_command(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:

@@ -15,6 +15,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from infill.errors import ModelError
+from infill.hub_cache import resolve_model
+
 NATIVE_MODEL_TYPE = "infill-diffusion"
 # The shipped model: infill.backend.DEFAULT_MODEL_DIR, named here without importing torch (the
 # language server reads the card while it answers `initialize`).
@@ -107,8 +110,14 @@ def readme_facts(directory: Path) -> dict:
 
 
 def model_card(directory: str | Path | None = None) -> ModelCard:
-    """The card of a model directory (default: the shipped model)."""
-    directory = Path(directory) if directory else SHIPPED_MODEL_DIR
+    """The card of a model directory or cached ORG/NAME (default: the shipped model); a name the
+    cache lacks gets the card of a folder of that name (unknown size, not recorded)."""
+    spec = directory
+    try:
+        directory = resolve_model(spec) or SHIPPED_MODEL_DIR
+    except ModelError:
+        directory = Path(spec)
+    cached = spec is not None and directory != Path(spec).expanduser()  # a name found in the cache
     config = read_json(directory / "config.json")
     training = read_json(directory / "training.json")
     readme = readme_facts(directory)
@@ -120,10 +129,12 @@ def model_card(directory: str | Path | None = None) -> ModelCard:
         architecture += f", context {config['context_length']}"
     shipped = directory.resolve() == SHIPPED_MODEL_DIR.resolve()
     origin = "shipped with infill" if shipped else "infill-train"
+    if "model_type" in config and kind != NATIVE_MODEL_TYPE:
+        origin = "published checkpoint" + (", from the Hugging Face cache" if cached else "")
     if "hours" in readme:
         origin += f" (trained {readme['hours']})"
     return ModelCard(
-        name=training.get("name") or readme.get("name") or directory.name,
+        name=training.get("name") or readme.get("name") or (str(spec) if cached else directory.name),
         path=str(directory),
         params=training.get("params") or count_parameters(directory),
         architecture=architecture,

@@ -1,6 +1,8 @@
 """Model families behind the engine's `Denoiser` interface, and `load`, which picks one.
 
-    load(path)  reads path/config.json and dispatches on its `model_type`:
+    load(path)  path: a folder, or a name ORG/NAME[@REVISION] in the local Hugging Face cache
+                (infill.hub_cache; nothing is downloaded); reads its config.json and dispatches
+                on its `model_type` (`family_module`):
         "Dream"            -> infill.models.dream  (Dream-v0, Dream-Coder, DiffuCoder, DreamOn)
         "qwen2" + a mask token in its tokenizer files -> infill.models.dream (Open-dCoder)
         "llada"            -> infill.models.llada  (LLaDA-8B)
@@ -17,13 +19,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
 from infill.errors import ModelError
+from infill.hub_cache import resolve_model
 from infill.models.base import CachingDenoiser, Denoiser
 
-__all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "load", "pick_device", "pick_dtype"]
+__all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "family_module", "load", "pick_device", "pick_dtype"]
 
 SUPPORTED = (
     "Dream (Dream-v0, Dream-Coder-v0, DiffuCoder, DreamOn), llada (LLaDA), qwen2 with a mask token "
@@ -40,10 +44,11 @@ def load(
     threads: int | None = None,
     trust_remote_code: bool = False,
 ) -> Denoiser:
-    """The denoiser for a checkpoint folder (None: the model shipped with infill). `device`:
-    "cuda", "mps", "cpu" or None/"auto" (the first available, in that order); `dtype`: "float32",
-    "bfloat16", "float16" or None/"auto" (bfloat16 on a GPU, float32 on the CPU). ModelError
-    when the folder cannot be loaded; nothing is changed then."""
+    """The denoiser for a checkpoint folder, or a name ORG/NAME[@REVISION] in the Hugging Face cache
+    (None: the model shipped with infill). `device`: "cuda", "mps", "cpu" or None/"auto" (the first
+    available, in that order); `dtype`: "float32", "bfloat16", "float16" or None/"auto" (bfloat16
+    on a GPU, float32 on the CPU). ModelError when the folder cannot be found or loaded; nothing is
+    changed then."""
     if threads:
         torch.set_num_threads(threads)
     device = pick_device(device)
@@ -51,31 +56,41 @@ def load(
     dtype = pick_dtype(dtype, device)
     from infill.models import native
 
-    if path is None:
+    directory = resolve_model(path)
+    if directory is None:
         return native.load_backend(None, device=device, dtype=native_dtype)
-    directory = Path(path).expanduser()
-    if not directory.is_dir():
-        raise ModelError(f"no model folder at {directory}")
     config = read_config(directory)
-    model_type = config.get("model_type")
-    if model_type == "infill-diffusion":
+    family = family_module(directory, config)
+    if family is native:
         return native.load_backend(directory, device=device, dtype=native_dtype)
-    if model_type not in ("Dream", "llada", "qwen2"):
-        raise ModelError(
-            f"{directory / 'config.json'} has model_type {model_type!r}, which infill cannot run; "
-            f"supported: {SUPPORTED}"
-        )
     if trust_remote_code:
         from infill.models.remote import load_remote
 
         return load_remote(directory, config, device, dtype)
+    return family.load(directory, config, device, dtype)
+
+
+def family_module(directory: Path, config: dict) -> ModuleType:
+    """The module that runs a checkpoint of config.json's `model_type`: infill.models.dream
+    ("Dream", "qwen2"), .llada ("llada") or .native ("infill-diffusion"); ModelError otherwise.
+    Within a module, its `conventions` tell the families apart (DreamOn, Open-dCoder, ...)."""
+    model_type = config.get("model_type")
+    if model_type == "infill-diffusion":
+        from infill.models import native
+
+        return native
     if model_type == "llada":
         from infill.models import llada
 
-        return llada.load(directory, config, device, dtype)
-    from infill.models import dream
+        return llada
+    if model_type in ("Dream", "qwen2"):
+        from infill.models import dream
 
-    return dream.load(directory, config, device, dtype)
+        return dream
+    raise ModelError(
+        f"{directory / 'config.json'} has model_type {model_type!r}, which infill cannot run; "
+        f"supported: {SUPPORTED}"
+    )
 
 
 def read_config(directory: Path) -> dict:

@@ -2,6 +2,9 @@
 modeling code, the Python files published beside its weights, run through transformers'
 AutoModel. infill's family conventions (tokenizer, mask, null, shift) still apply; the context
 cache does not (every step is a full pass). Without the opt-in these files are never imported.
+A folder whose config.json names no modeling code of its own (no `auto_map.AutoModel`, e.g.
+Open-dCoder's plain qwen2 config), or names code that is not in the folder (transformers would
+fetch it), is refused: there is nothing of the checkpoint's own to run.
 """
 
 from __future__ import annotations
@@ -29,13 +32,12 @@ class RemoteNetwork(torch.nn.Module):
 def load_remote(
     directory: Path, config: dict, device: torch.device, dtype: torch.dtype
 ) -> CheckpointDenoiser:
+    check_remote_code(directory, config)
     from transformers import AutoModel
 
-    if config.get("model_type") == "llada":
-        from infill.models.llada import conventions
-    else:
-        from infill.models.dream import conventions
-    family = conventions(directory, config)
+    from infill.models import family_module
+
+    family = family_module(directory, config).conventions(directory, config)
     print(f"infill: running the modeling code shipped in {directory} (--trust-remote-code)", file=sys.stderr)
     try:
         model = AutoModel.from_pretrained(
@@ -44,3 +46,21 @@ def load_remote(
     except Exception as error:  # whatever the checkpoint's own code raises
         raise ModelError(f"the checkpoint's own code could not load it: {error}") from error
     return CheckpointDenoiser(network=RemoteNetwork(model.to(device).eval()), device=device, **family)
+
+
+def check_remote_code(directory: Path, config: dict) -> None:
+    """ModelError unless config.json's `auto_map` names an AutoModel class in a file of the folder."""
+    auto_map = config.get("auto_map")
+    target = auto_map.get("AutoModel") if isinstance(auto_map, dict) else None
+    refusal = "--trust-remote-code (trustRemoteCode) runs the modeling code a checkpoint ships"
+    if not isinstance(target, str) or "." not in target:
+        raise ModelError(
+            f"{refusal}, but {directory / 'config.json'} names none (no auto_map.AutoModel): infill's own "
+            "implementation runs this model; drop the option"
+        )
+    module = target.rsplit(".", 1)[0]
+    if "--" in module or not (directory / f"{module}.py").is_file():
+        raise ModelError(
+            f"{refusal}, but {directory / 'config.json'} names {target!r}, whose file {module}.py is not in "
+            "the folder (infill never downloads code)"
+        )

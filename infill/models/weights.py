@@ -60,11 +60,20 @@ def weight_files(directory: Path) -> list[Path]:
 
 def memory_note(label: str, parameters: int, dtype: torch.dtype, device: torch.device) -> str:
     """What loading will take, printed before it starts (parameters x bytes per number)."""
-    size = parameters * torch.empty((), dtype=dtype).element_size()
-    count = f"{parameters / 1e9:.2f}B" if parameters >= 1e9 else f"{parameters / 1e6:.1f}M"
-    memory = f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+    count, memory = count_text(parameters), weights_size(parameters, dtype)
     kind = str(dtype).removeprefix("torch.")
     return f"infill: loading {label}: {count} parameters in {kind} on {device}, {memory} for the weights"
+
+
+def count_text(parameters: int) -> str:
+    """7615616512 -> "7.62B", 494032768 -> "494.0M"."""
+    return f"{parameters / 1e9:.2f}B" if parameters >= 1e9 else f"{parameters / 1e6:.1f}M"
+
+
+def weights_size(parameters: int, dtype: torch.dtype) -> str:
+    """The memory `parameters` numbers take in `dtype`: "14.2 GiB", "943 MiB"."""
+    size = parameters * torch.empty((), dtype=dtype).element_size()
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
 
 def build_empty(make: Callable[[], nn.Module], device: torch.device, dtype: torch.dtype) -> nn.Module:
