@@ -25,6 +25,7 @@ from pathlib import Path
 from infill.errors import ModelError
 
 NAME = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[\w.-]+(?:/[\w.-]+)*))?")
+COMMIT = re.compile(r"[0-9a-f]{40}")
 REPO_PREFIX = "models--"
 
 
@@ -50,6 +51,8 @@ class CachedRepo:
         ref = self.folder / "refs" / (revision or "main")
         if ref.is_file():
             commit = ref.read_text(encoding="utf-8").strip()
+            if not COMMIT.fullmatch(commit):
+                raise ModelError(f"{ref} holds {commit[:60]!r}, not a commit hash")
             if not (snapshots / commit).is_dir():
                 raise ModelError(
                     f"{ref} names commit {commit}, but {snapshots} has no such folder "

@@ -153,6 +153,13 @@ def test_a_revision_picks_its_ref_or_commit(hub, tmp_path, capsys):
         resolve_model("org/dream@v9")
     with pytest.raises(ModelError, match="no model folder at"):
         resolve_model("org/dream@../../dream")  # never a path out of refs/
+    bad_ref = hub["cache"] / "models--org--dream" / "refs" / "bad"
+    bad_ref.write_text("../../../models--org--llada/snapshots/" + MAIN)
+    try:
+        with pytest.raises(ModelError, match="refs/bad holds '../../.*', not a commit hash"):
+            resolve_model("org/dream@bad")  # nor out of snapshots/
+    finally:
+        bad_ref.unlink()
     path = tmp_path / "sample.py"
     path.write_text(CODE)
     assert main([str(path), "--lines", "2", "--json", "--model", "org/dream@dreamon", *QUICK]) == EXIT_OK
