@@ -14,6 +14,12 @@ pads spans with 0..max(8, n) nulls, so budgets in that range look familiar to th
 Files longer than the model's context: the canvas is cut to a window that holds every span of
 the request, and the remaining room is shared evenly between the context before the first span
 and after the last one (a side that runs out of file gives its share to the other side).
+
+Framing: the published models never see a prompt without their begin token (Dream family:
+`<|beginoftext|>`; LLaDA: `<|startoftext|>`), and DreamOn's prompts also end with end-of-text
+(`[bos] prefix masks suffix [eos]`). A denoiser's `framing` says which; the canvas holds them
+around the window (cut to make room for them), so position 0 is never a span's and is never
+decided.
 """
 
 from __future__ import annotations
@@ -39,6 +45,21 @@ class Slot:
     span: Span
     start: int  # index in Canvas.ids
     length: int  # budget
+
+
+@dataclass(frozen=True)
+class Framing:
+    """The tokens a model family's authors put before and after every prompt."""
+
+    begin: tuple[int, ...] = ()
+    end: tuple[int, ...] = ()
+
+
+NO_FRAMING = Framing()
+
+
+def framing_of(denoiser: Denoiser) -> Framing:
+    return getattr(denoiser, "framing", None) or NO_FRAMING
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,7 @@ def build_canvas(
     count, `budget` is unused): the canvas on which the fix mode scores existing code.
     """
     context_length = context_length or denoiser.context_length
+    framing = framing_of(denoiser)
     cuts = [0] + [b for s in spans for b in (s.start, s.end)] + [len(text)]
     pieces = [denoiser.encode(text[a:b].replace("\r\n", "\n")) for a, b in pairwise(cuts)]
     segments, originals = pieces[0::2], pieces[1::2]
@@ -90,7 +112,16 @@ def build_canvas(
         length = given if given is not None else default_budget(len(original), context_length)
         slots.append(Slot(span, len(ids), length))
         ids += [denoiser.mask_id] * length + segment
-    return window(Canvas(ids, slots), context_length)
+    return framed(window(Canvas(ids, slots), context_length - len(framing.begin) - len(framing.end)), framing)
+
+
+def framed(canvas: Canvas, framing: Framing) -> Canvas:
+    """`canvas` between the framing's begin and end tokens (its slots moved along)."""
+    if framing == NO_FRAMING:
+        return canvas
+    shift = len(framing.begin)
+    slots = [Slot(s.span, s.start + shift, s.length) for s in canvas.slots]
+    return Canvas(list(framing.begin) + canvas.ids + list(framing.end), slots)
 
 
 def window(canvas: Canvas, context_length: int) -> Canvas:

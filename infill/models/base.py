@@ -3,7 +3,8 @@ encode and decode text. The sampler and the engine use nothing else, so every mo
 (`infill.models.native`, `.dream`, `.llada`) plugs in by implementing this Protocol.
 
 Optional attributes a family may add (read with getattr): `expand_id` (DreamOn's `<|expand|>`,
-None elsewhere) and `recommended` (its authors' sampler settings, a plain dict).
+None elsewhere), `recommended` (its authors' sampler settings, a plain dict) and `framing`
+(the tokens its authors put around every prompt: `infill.canvas.Framing`; none by default).
 """
 
 from __future__ import annotations

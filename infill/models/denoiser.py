@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from infill.canvas import NO_FRAMING, Framing
 from infill.models.decoder import Decoder
 from infill.models.vocabulary import CheckpointTokenizer
 
@@ -34,6 +35,7 @@ class CheckpointDenoiser:
     device: torch.device
     expand_id: int | None = None  # DreamOn's <|expand|> (in special_ids until a sampler handles it)
     recommended: dict = field(default_factory=dict)  # the authors' sampler settings (see the family)
+    framing: Framing = NO_FRAMING  # the tokens the authors put around every prompt (infill.canvas)
 
     @torch.no_grad()
     def logits(self, ids: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from infill.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusable_ids
@@ -29,6 +30,7 @@ from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
 from infill.models.weights import build_empty, load_weights, memory_note, weight_files
 
 MASK, END_OF_TEXT, EXPAND, DLM_PAD = "<|mask|>", "<|endoftext|>", "<|expand|>", "<|dlm_pad|>"
+BEGIN = "<|beginoftext|>"  # the Dream family's begin token (config.json's bos_token_id is end-of-text)
 
 # The authors' sampler settings (not wired into the sampler here; `recommended` on the denoiser).
 DREAM_RECOMMENDED = {  # DreamLM/Dream README, diffusion_generate example
@@ -127,10 +129,13 @@ def conventions(directory: Path, config: dict) -> dict:
     padding = tokenizer.token_id(DLM_PAD)
     null_id = padding if padding is not None else token_id(tokenizer, END_OF_TEXT, directory, "the padding")
     expand_id = tokenizer.token_id(EXPAND)
-    if open_dcoder:
+    framing = NO_FRAMING if open_dcoder else Framing(begin=(begin_token(tokenizer, directory),))
+    if open_dcoder:  # Open-dLLM's prompts are prefix + masks + suffix: Qwen2.5's tokenizer adds nothing
         family, recommended = "Open-dCoder", OPEN_DCODER_RECOMMENDED
-    elif expand_id is not None:
+    elif expand_id is not None:  # DreamOn: [bos] prefix masks suffix [eos]
         family, recommended = "DreamOn", DREAMON_RECOMMENDED
+        end = token_id(tokenizer, tokenizer.declared.get("eos_token", END_OF_TEXT), directory, "end-of-text")
+        framing = Framing(begin=framing.begin, end=(end,))
     elif padding is not None:
         family, recommended = "DiffuCoder-Instruct", DIFFUCODER_RECOMMENDED
     else:  # Dream-v0, Dream-Coder-v0, DiffuCoder-Base: the same network and tokens
@@ -145,7 +150,14 @@ def conventions(directory: Path, config: dict) -> dict:
         shift=True,
         expand_id=expand_id,
         recommended=dict(recommended),
+        framing=framing,
     )
+
+
+def begin_token(tokenizer: CheckpointTokenizer, directory: Path) -> int:
+    """The begin token every Dream-family prompt starts with: the tokenizer files' `bos_token`
+    (`<|beginoftext|>`), else `<|beginoftext|>` itself."""
+    return token_id(tokenizer, tokenizer.declared.get("bos_token", BEGIN), directory, "the begin token")
 
 
 def load(

@@ -8,7 +8,8 @@ output at position i predicts the token at i. Source: ML-GSAI/LLaDA `generate.py
 checkpoint's configuration_llada.py / modeling_llada.py (read, never run).
 
 Tokens: `<|mdm_mask|>` (126336) masks; the end-of-text `eos_token_id` (126081) pads an answer and
-is the engine's null here.
+is the engine's null here; every canvas starts with the tokenizer's begin token
+(`<|startoftext|>`, 126080), as every prompt of LLaDA's does.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from infill.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusable_ids
@@ -26,6 +28,7 @@ from infill.models.vocabulary import load_tokenizer
 from infill.models.weights import build_empty, load_weights, memory_note, weight_files
 
 MASK = "<|mdm_mask|>"
+BEGIN = "<|startoftext|>"  # what LLaDA's tokenizer puts before every prompt (its bos_token)
 
 RECOMMENDED = {  # ML-GSAI/LLaDA generate.py: low-confidence remasking, semi-autoregressive blocks
     "alg": "low_confidence",
@@ -113,6 +116,7 @@ def conventions(directory: Path, config: dict) -> dict:
             f"config.json's eos_token_id {null_id} is not a token of the tokenizer in {directory}"
         )
     vocab_size = int(config.get("embedding_size") or config.get("vocab_size") or 0)
+    begin = tokenizer.token_id(tokenizer.declared.get("bos_token", BEGIN))
     return dict(
         family="LLaDA",
         tokenizer=tokenizer,
@@ -122,6 +126,7 @@ def conventions(directory: Path, config: dict) -> dict:
         context_length=min(int(config.get("max_sequence_length") or CONTEXT_CAP), CONTEXT_CAP),
         shift=False,
         recommended=dict(RECOMMENDED),
+        framing=NO_FRAMING if begin is None else Framing(begin=(begin,)),
     )
 
 
