@@ -46,10 +46,13 @@ from infill.modes import (
 )
 from infill.modes.alternatives import MAX_CANDIDATES
 from infill.options import (
+    AUTHORS_ORDERS,
     LENGTH_POLICIES,
     MULTI_LINE_STEPS,
     ONE_LINE_STEPS,
     ORDERS,
+    PROTOCOLS,
+    AuthorsSettings,
     FixOptions,
     InfillOptions,
     SamplerConfig,
@@ -85,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--alternatives", type=int, default=None, metavar="N",
                      help="sample N candidates for one span in one batch; print each with its score")
     sampler = parser.add_argument_group("sampling")
+    sampler.add_argument("--protocol", choices=PROTOCOLS, default="engine",
+                         help="engine: this engine's sampler with its repair and recall stages (default); "
+                         "authors: a published model's own loop, token for token as its authors' code "
+                         "(one hole per span of --budget masks; only --steps, --order, --temperature, "
+                         "--top-p, --top-k, --block-length (LLaDA), --expand-start (DreamOn) and --seed "
+                         "apply; docs/models.md)")
     sampler.add_argument("--steps", type=int, default=None,
                          help=f"cap on denoising steps (forward passes); default {ONE_LINE_STEPS} for spans "
                          f"of one line or less, {MULTI_LINE_STEPS} for longer ones")
@@ -93,12 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,
                          help="how a span's length is decided: once, from the first pass (default), "
                          "free (nulls grow from the span's end), or given (the budget is the length)")
-    sampler.add_argument("--order", choices=ORDERS, default=None,
+    sampler.add_argument("--order", choices=sorted(set(ORDERS) | set(AUTHORS_ORDERS)), default=None,
                          help="the unmasking rule: which masked positions a step commits first, beyond "
                          "those above the commit threshold: most probable token (confidence = "
                          "low_confidence, default; maskgit_plus: after temperature/top-p), widest margin "
                          "over the runner-up (margin = topk_margin), most peaked distribution (entropy), "
-                         "or first in the file (left-to-right); see docs/sampler.md")
+                         "or first in the file (left-to-right); see docs/sampler.md. --protocol authors: "
+                         "the family's published names (Dream: entropy, maskgit_plus, topk_margin, origin; "
+                         "LLaDA: low_confidence, random; Open-dCoder: p2 and Dream's)")
     sampler.add_argument("--block-length", type=int, default=None, metavar="N",
                          help="decode each span in blocks of N positions, left to right, the step cap "
                          "split between them (LLaDA, Fast-dLLM; default: one block)")
@@ -175,13 +186,39 @@ def explicit_sampler_fields(args: argparse.Namespace) -> set[str]:
     return {name for name in TUNABLE if getattr(args, name, None) is not None}
 
 
-def run_command(args: argparse.Namespace) -> int:
+ENGINE_ONLY = ("length", "commit_threshold", "remask_threshold", "cache_refresh", "syntax_rounds",
+               "syntax_edits", "syntax_restarts", "pass_budget", "recall")  # fmt: skip
+
+
+def authors_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> AuthorsSettings:
+    """--protocol authors: the published loop's arguments from the flags; InputError for a flag
+    only this engine's protocol has (or a mode other than filling)."""
+    given = [name for name in ENGINE_ONLY if getattr(args, name) != parser.get_default(name)]
+    if given:
+        flags = ", ".join("--" + ("no-recall" if n == "recall" else n.replace("_", "-")) for n in given)
+        raise InputError(f"--protocol authors runs the authors' loop alone: {flags} belong to this engine's")
+    if args.fix or args.document or args.alternatives is not None:
+        raise InputError(
+            "--protocol authors fills spans: --fix, --document and --alternatives are this engine's"
+        )
+    if args.model is None:
+        raise InputError("--protocol authors needs a published model (--model; docs/models.md): "
+                         "the shipped model has no authors' loop")  # fmt: skip
+    return AuthorsSettings(order=args.order, steps=args.steps, temperature=args.temperature or 0.0,
+                           top_p=args.top_p, top_k=args.top_k, block_length=args.block_length,
+                           initial_masks=args.expand_start, seed=args.seed)  # fmt: skip
+
+
+def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    authors = authors_settings(args, parser) if args.protocol == "authors" else AuthorsSettings()
+    if args.protocol == "engine" and args.order is not None and args.order not in ORDERS:
+        raise InputError(f"--order {args.order} is a published loop's (--protocol authors)")
     temperature = args.temperature if args.temperature is not None else SamplerConfig.temperature
     options = InfillOptions(  # validates the numbers before anything is loaded
         sampler=SamplerConfig(
             steps=args.steps,
             length=args.length,
-            order=args.order or SamplerConfig.order,
+            order=args.order if args.order in ORDERS else SamplerConfig.order,
             block_length=args.block_length,
             top_p=args.top_p,
             top_k=args.top_k,
@@ -198,6 +235,8 @@ def run_command(args: argparse.Namespace) -> int:
         syntax_restarts=args.syntax_restarts,
         pass_budget=args.pass_budget or None,
         recall=args.recall,
+        protocol=args.protocol,
+        authors=authors,
     )
     FixOptions.from_infill(options, threshold=args.fix_threshold)  # validated before loading
     if args.alternatives is not None:
@@ -220,9 +259,11 @@ def run_command(args: argparse.Namespace) -> int:
     backend = load(args.model, args.device, args.dtype, threads=args.threads,
                    trust_remote_code=args.trust_remote_code)
     # The family's recommended sampler settings (Dream: entropy order, temperature 0.2, ...) fill
-    # in what the user left unset: infill.models.defaults.
-    recommended = with_recommended(options.sampler, backend, explicit_sampler_fields(args))
-    options = replace(options, sampler=recommended)
+    # in what the user left unset: infill.models.defaults. (Not under the authors' protocol: only
+    # the flags given apply there.)
+    if args.protocol == "engine":
+        recommended = with_recommended(options.sampler, backend, explicit_sampler_fields(args))
+        options = replace(options, sampler=recommended)
     fix_options = FixOptions.from_infill(options, threshold=args.fix_threshold)
     hooks = Hooks(on_step=StepPrinter(backend) if args.show_steps else None)
 
@@ -266,9 +307,15 @@ def json_report(document: Document, result: InfillResult) -> dict:
     return {
         "edits": edits_to_json(document.text, result.edits),
         "spans": [{"label": s.span.label, "start": s.span.start, "end": s.span.end,
-                   "new_text": s.new_text, "changed": s.edit is not None} for s in result.spans],
+                   "new_text": s.new_text, "changed": s.edit is not None,
+                   **(authors_tokens(s.tokens) if s.tokens is not None else {})} for s in result.spans],
         "stats": stats.__dict__,
     }
+
+
+def authors_tokens(by_step: list[list[int]]) -> dict:
+    """--protocol authors: every id the loop committed, in order, and which step committed each."""
+    return {"tokens": [t for step in by_step for t in step], "tokens_by_step": by_step}
 
 
 def fix_report(document: Document, result: FixResult) -> dict:
@@ -367,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.file is None:
         parser.error("the following arguments are required: file")
     try:
-        return run_command(args)
+        return run_command(args, parser)
     except InputError as error:
         print(f"infill: error: {error}", file=sys.stderr)
         return EXIT_INPUT

@@ -7,6 +7,7 @@ torch-free, so the language server reads settings without loading torch.
     SamplerConfig   the denoise stage (infill.sampler): steps, thresholds, unmasking rule, blocks
     InfillOptions   a request's window, budget and repair steps (infill.repair), around a sampler
     FixOptions      fix mode's (infill.modes.fix): which tokens count as unlikely
+    AuthorsSettings the published loops' arguments, for `protocol="authors"` (infill.authors)
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from infill.errors import InputError
 ORDERS = ("confidence", "margin", "left-to-right", "maskgit_plus", "topk_margin", "entropy", "low_confidence")
 #   the unmasking rules (infill.unmasking): this project's names first, then the published ones
 LENGTH_POLICIES = ("first-pass", "free", "given")
+PROTOCOLS = ("engine", "authors")  # this engine's sampler and stages, or each family's published loop
+FAMILY_ORDERS = {  # the `alg` / `remasking` names each family's published loop knows, its default first
+    "Dream": ("entropy", "maskgit_plus", "topk_margin", "origin"),
+    "DreamOn": ("entropy", "maskgit_plus", "topk_margin"),
+    "LLaDA": ("low_confidence", "random"),
+    "Open-dCoder": ("p2", "entropy", "maskgit_plus", "topk_margin", "origin"),
+}
+AUTHORS_ORDERS = tuple(sorted({order for orders in FAMILY_ORDERS.values() for order in orders}))
 ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
 MULTI_LINE_STEPS = 128  # ...and of spans of several lines: at least one token a pass, more when confident
 
@@ -76,6 +85,43 @@ class SamplerConfig:
             raise InputError(f"max_revisions must be 0 or more (got {self.max_revisions})")
 
 
+@dataclass(frozen=True)
+class AuthorsSettings:
+    """The published loops' arguments as a user gives them (None: the loop's own default);
+    infill.authors runs them."""
+
+    order: str | None = None  # Dream's `alg`, LLaDA's `remasking`; None: the family's first in FAMILY_ORDERS
+    steps: int | None = None  # None: N (Dream, LLaDA), 128 (DreamOn's evaluation), 64 (Open-dCoder's)
+    temperature: float = 0.0
+    top_p: float | None = None
+    top_k: int | None = None
+    block_length: int | None = None  # LLaDA: None: the whole hole is one block
+    initial_masks: int | None = None  # DreamOn: masks a hole starts with (its `min_gen_len`); None: 4
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.order is not None and self.order not in AUTHORS_ORDERS:
+            raise InputError(f"order must be one of {', '.join(AUTHORS_ORDERS)} (got {self.order!r})")
+        SamplerConfig(steps=self.steps, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                      block_length=self.block_length, expand_start=self.initial_masks or 4)  # fmt: skip
+
+    def check_family(self, family: str) -> None:
+        """InputError for a setting this family's loop does not have."""
+        if self.block_length is not None and family != "LLaDA":
+            raise InputError(f"{family}'s published loop has no blocks (--block-length is LLaDA's)")
+        if self.initial_masks is not None and family != "DreamOn":
+            raise InputError(f"{family}'s published loop does not grow holes (--expand-start is DreamOn's)")
+        self.order_for(family)
+
+    def order_for(self, family: str) -> str:
+        """The order this family's loop runs: the one given, else the family's default."""
+        orders = FAMILY_ORDERS[family]
+        order = self.order or orders[0]
+        if order not in orders:
+            raise InputError(f"{family}'s published loop has no order {order!r} (it has {', '.join(orders)})")
+        return order
+
+
 @dataclass
 class InfillOptions:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -89,8 +135,12 @@ class InfillOptions:
     #   (bounds a broken fill's time: about 11 s at worst on two threads; None: no bound)
     recall: bool = True  # a one-line fill may take a line of the document the model ranks higher
     #   (infill.recall; fill mode and the first inline sample, models with a <null> token)
+    protocol: str = "engine"  # "authors": each family's published loop, nothing else (infill.authors)
+    authors: AuthorsSettings = field(default_factory=AuthorsSettings)  # its arguments
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise InputError(f"protocol must be one of {', '.join(PROTOCOLS)} (got {self.protocol!r})")
         if self.budget is not None and self.budget < 1:
             raise InputError(f"budget must be at least 1 (got {self.budget})")
         if self.context_length is not None and self.context_length < 8:

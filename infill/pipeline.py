@@ -89,6 +89,8 @@ class Job:
     select: Callable[[Denoiser, Canvas, torch.Tensor], Selection] | None = None  # None: every slot position
     context: Any = None  # what the mode's finish needs to know of this job (e.g. its window)
     recall: bool = False  # one-line fills may take a line of the document (fill mode, first inline sample)
+    denoise: Callable[..., SampleResult] | None = None  # None: this engine's sampler (`denoise`);
+    #   else the stage to run instead, with the same arguments (the authors' loops: infill.authors.run)
 
 
 @dataclass
@@ -143,7 +145,7 @@ def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> F
     selection = mask(denoiser, job, canvas, ids)
     config = step_cap(job.sampler, [job.document.text[s.span.start : s.span.end] for s in canvas.slots])
     on_step = partial(hooks.on_step, canvas) if hooks.on_step else None
-    sampled = denoise(denoiser, ids, selection.editable, config, on_step, hooks.cancelled)
+    sampled = (job.denoise or denoise)(denoiser, ids, selection.editable, config, on_step, hooks.cancelled)
     sampled = repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, hooks.cancelled)
     if job.recall and job.rows == 1:
         sampled = recall(denoiser, job.document, canvas, sampled)

@@ -99,6 +99,7 @@ class SampleResult:
     ids: torch.Tensor  # (B, L)
     confidence: torch.Tensor  # (B, L) the model's probability of each final token (1 on context)
     stats: SampleStats
+    tokens: list[list[list[int]]] | None = None  # [row][step]: the ids each step committed (infill.authors)
 
 
 def sample(

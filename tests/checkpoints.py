@@ -219,9 +219,17 @@ def llada_name(llama_name: str) -> str:
 
 
 def end_of_text_prone(model, state: dict[str, torch.Tensor], head: str, null_id: int, mask_id: int) -> None:
-    """Make the output layer choose end-of-text at masked positions (its row along the mean final
-    hidden state of masked positions on a sample canvas, by `model`, transformers' own class
-    holding `state`): spans are then all end-of-text, which the engine must read as null."""
+    """Make the output layer choose end-of-text at masked positions (spans are then all
+    end-of-text, which the engine must read as null)."""
+    token_prone(model, state, head, {null_id: 12.0}, mask_id)
+
+
+def token_prone(
+    model, state: dict[str, torch.Tensor], head: str, logits: dict[int, float], mask_id: int
+) -> None:
+    """Give each token of `logits` about that logit at masked positions: its row of the output
+    layer along the mean final hidden state of masked positions on a sample canvas, computed by
+    `model` (transformers' own class holding `state`)."""
     model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     ids = torch.tensor([base_bpe().encode(SAMPLE).ids])
     ids[0, 20:80] = mask_id
@@ -230,19 +238,35 @@ def end_of_text_prone(model, state: dict[str, torch.Tensor], head: str, null_id:
         open_mask = torch.zeros(1, 1, length, length)
         out = model(input_ids=ids, attention_mask=open_mask, output_hidden_states=True)
     mean = out.hidden_states[-1][0, 20:80].float().mean(0)
-    state[head][null_id] = (12 * mean / (mean @ mean)).to(torch.bfloat16)  # a logit of about 12
+    for token, logit in logits.items():
+        state[head][token] = (logit * mean / (mean @ mean)).to(torch.bfloat16)
+
+
+def sharpened(state: dict[str, torch.Tensor], scale: float) -> None:
+    """Logits times `scale` (the final norm's weight scaled, so a tied embedding is untouched): a
+    random model's near-uniform predictions made decisive, so that a sampler's choices do not sit
+    on near-ties."""
+    state["model.norm.weight"] = (state["model.norm.weight"].float() * scale).to(torch.bfloat16)
 
 
 def write_checkpoint(
-    directory: pathlib.Path, family: str, seed: int = 0, eos_prone: bool = False
+    directory: pathlib.Path,
+    family: str,
+    seed: int = 0,
+    eos_prone: bool = False,
+    head_scale: float = 1.0,
+    prone: dict[int, float] | None = None,
 ) -> pathlib.Path:
-    """A tiny `family` checkpoint in `directory`; returns the remote-code marker path."""
+    """A tiny `family` checkpoint in `directory`; returns the remote-code marker path.
+    `eos_prone`: end-of-text wins at masked positions; `prone`: token id -> its logit there (the
+    Dream family); `head_scale`: logits scaled (see `sharpened`)."""
     directory.mkdir(parents=True, exist_ok=True)
     if family == "LLaDA":
         model = llama_model(126464)
         state = randomised(model, seed)
         if eos_prone:
             end_of_text_prone(model, state, "lm_head.weight", 126081, 126336)
+        sharpened(state, head_scale)
         state = {llada_name(k): v for k, v in state.items()}
         config = {
             "architectures": ["LLaDAModelLM"],
@@ -290,6 +314,7 @@ def write_checkpoint(
         state.pop("lm_head.weight", None)  # tied: Qwen2.5-0.5B ships no lm_head
         if eos_prone:
             end_of_text_prone(model, state, "model.embed_tokens.weight", 151643, 151665)
+        sharpened(state, head_scale)
         config = {
             "architectures": ["Qwen2ForCausalLM"],
             "model_type": "qwen2",
@@ -327,6 +352,9 @@ def write_checkpoint(
         state = randomised(model, seed)
         if eos_prone:
             end_of_text_prone(model, state, "lm_head.weight", 151643, 151666)
+        if prone:
+            token_prone(model, state, "lm_head.weight", prone, 151666)
+        sharpened(state, head_scale)
         config = {
             "architectures": ["DreamModel"],
             "auto_map": {

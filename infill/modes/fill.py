@@ -4,6 +4,10 @@ plan:   the spans of the document, masked, at the request's budget
 repair: every step the options allow (fresh fills for spans of several lines)
 recall: a one-line span may take a line of the document instead (infill.recall)
 edits:  one minimal edit per span whose text changed
+
+Under the authors' protocol (`options.protocol == "authors"`, infill.authors) each span is a
+hole of its own, filled by its family's published loop, with no repair and no recall; each
+span's result carries the ids that loop committed.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from infill.authors import loop_family
+from infill.authors.run import denoise_stage, hole_budget
 from infill.canvas import Canvas
 from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
@@ -31,6 +37,7 @@ class SpanResult:
     span: Span
     new_text: str  # what the model wrote for the span, in the document's line endings
     edit: TextEdit | None  # minimal edit; None when the model reproduced the span exactly
+    tokens: list[list[int]] | None = None  # the authors' protocol: the ids each step of its loop committed
 
 
 @dataclass
@@ -54,6 +61,8 @@ class FillRequest:
         if not spans:
             raise InputError("nothing to fill: no span was given")
         options = self.options
+        if options.protocol == "authors":
+            return authors_jobs(denoiser, self.document, spans, options)
         policy = RepairPolicy.of(options)
         return [
             Job(self.document, spans, options.sampler, policy, options.budget, options.context_length,
@@ -64,15 +73,30 @@ class FillRequest:
         return InfillResult(span_results(filled), stats)
 
 
+def authors_jobs(
+    denoiser: Denoiser, document: Document, spans: list[Span], options: InfillOptions
+) -> list[Job]:
+    """One job per span, each a hole of its own filled by the family's published loop."""
+    options.authors.check_family(loop_family(denoiser))
+    loop = denoise_stage(options.authors)
+    jobs = []
+    for span in spans:
+        current = len(denoiser.encode(document.text[span.start : span.end].replace("\r\n", "\n")))
+        budget = hole_budget(denoiser, current, options.budget)
+        jobs.append(Job(document, [span], options.sampler, RepairPolicy(0, 0, 0), budget,
+                        options.context_length, denoise=loop))  # fmt: skip
+    return jobs
+
+
 def span_results(filled: list[Filled]) -> list[SpanResult]:
     """Each slot's text (row 0) and its minimal edit of the job's document, in span order."""
     results = []
     for part in filled:
         text = part.job.document.text
+        tokens = part.sampled.tokens[0] if part.sampled.tokens else None
         for slot, new_text in zip(part.canvas.slots, part.texts[0]):
-            results.append(
-                SpanResult(slot.span, new_text, minimal_edit(text, slot.span.start, slot.span.end, new_text))
-            )
+            edit = minimal_edit(text, slot.span.start, slot.span.end, new_text)
+            results.append(SpanResult(slot.span, new_text, edit, tokens))
     return results
 
 
