@@ -110,7 +110,7 @@ class FixOptions:
     #   (above 1 also flags the favourite itself when it is below `threshold`)
     max_fraction: float = 0.25  # flag at most this share of a span's tokens (at least one)
     scoring_rows: int = 8  # a model scored with each token masked: canvases per forward pass
-    #   (infill.modes.fix.masked_scores; 8 keeps a 7B model's pass over 2,048 tokens near 1 GB extra)
+    #   (infill.modes.fix.score_tokens; 8: a 7B model's pass over 2,048 tokens takes ~3 GiB more)
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
     syntax_edits: int = 6  # then parser-checked single-token edits (infill.repair.token_edits)
