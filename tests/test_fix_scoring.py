@@ -104,7 +104,8 @@ def test_a_checkpoint_scores_each_span_token_with_its_position_masked(dream):
 
 def test_the_score_does_not_depend_on_how_many_canvases_share_a_pass(dream):
     """Each canvas of a batch masks its own position only, and a denoiser without the output-
-    layer-at-positions path (the checkpoint's own code, --trust-remote-code) scores the same."""
+    layer-at-positions path (the checkpoint's own code, --trust-remote-code: one canvas per pass)
+    scores the same."""
     folder, denoiser = dream
     fields = {f.name: getattr(denoiser, f.name) for f in dataclasses.fields(CheckpointDenoiser)}
     plain = CheckpointDenoiser(**fields)
@@ -113,9 +114,14 @@ def test_the_score_does_not_depend_on_how_many_canvases_share_a_pass(dream):
     one_by_one = select_unlikely(denoiser, canvas, ids, FixOptions(scoring_rows=1)).probs
     slot = canvas.slots[0]
     where = slice(slot.start, slot.start + slot.length)
-    for scorer, rows in ((denoiser, 3), (denoiser, 64), (plain, 4)):
-        probs = select_unlikely(scorer, canvas, ids, FixOptions(scoring_rows=rows)).probs
-        assert torch.allclose(probs[where], one_by_one[where], rtol=1e-4, atol=1e-9)
+    for scorer, rows, passes in (
+        (denoiser, 3, math.ceil(slot.length / 3)),
+        (denoiser, 64, 1),
+        (plain, 4, slot.length),
+    ):
+        selection = select_unlikely(scorer, canvas, ids, FixOptions(scoring_rows=rows))
+        assert selection.stats.forward_passes == passes
+        assert torch.allclose(selection.probs[where], one_by_one[where], rtol=1e-4, atol=1e-9)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 8, 100])

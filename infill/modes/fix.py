@@ -161,10 +161,16 @@ def score_tokens(
 ) -> tuple[torch.Tensor, int]:
     """ids (L,) -> (probabilities (L, vocab), forward passes): the model's distribution at each
     slot position (at least one), scored by the model's rule (the module's docstring), special
-    tokens ruled out. Masked scoring fills only the slot rows (the others are 0)."""
+    tokens ruled out. Masked scoring fills only the slot rows (the others are 0).
+
+    `rows` canvases per pass need a denoiser that computes the output layer at given positions
+    only (`cached_logits`); one that returns every position's logits (the checkpoint's own code,
+    --trust-remote-code) scores one canvas per pass, the memory of a visible scoring pass."""
     positions = torch.tensor(canvas.editable()).nonzero().flatten()
     if scores_visible_tokens(denoiser):
         return token_probabilities(denoiser, ids[None])[0], 1
+    if not hasattr(denoiser, "cached_logits"):
+        rows = 1  # rows x canvas x vocabulary logits would not stay bounded
     chunks = positions.split(rows)  # a few positions per pass: memory stays bounded
     scored = [masked_scores(denoiser, ids, chunk) for chunk in chunks]
     probs = torch.zeros(len(ids), scored[0].shape[-1])
@@ -174,8 +180,7 @@ def score_tokens(
 
 def masked_scores(denoiser: Denoiser, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """ids (L,), positions (K,) -> (K, vocab): the distribution at each position with that one
-    position masked, the rest of the canvas as it is; one forward pass over K canvases. A caching
-    denoiser computes the output layer at the K positions only (not K x L x vocab logits)."""
+    position masked, the rest of the canvas as it is; one forward pass over K canvases."""
     rows = torch.arange(len(positions))
     canvases = ids.repeat(len(positions), 1)
     canvases[rows, positions] = denoiser.mask_id
