@@ -1,18 +1,18 @@
 """How fix mode scores a span's tokens (infill.modes.fix.score_tokens), by what the model was
 trained on: the published checkpoints (a loss at masked positions only) score each token with its
-own position masked, checked against transformers' own Qwen2 model on a tiny Dream checkpoint;
-the shipped model scores the visible tokens in one pass.
+own position masked, checked against transformers' own Qwen2 / Llama models on tiny Dream and
+LLaDA checkpoints; the shipped model scores the visible tokens in one pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
-from checkpoints import DREAM_ADDED, reference_logits, write_checkpoint
+from checkpoints import DREAM_ADDED, LLADA_ADDED, base_bpe, reference_logits, write_checkpoint
 from plans import plan_canvases
 
 from infill.document import document_from_bytes
@@ -35,51 +35,87 @@ MIDDLE = Span(CODE.index("math.pi"), CODE.index(" ** 2"))
 FLAG_EVERY_TOKEN = dict(threshold=1.0, ratio=2.0, max_fraction=1.0)  # each score then comes back
 
 
+@dataclass(frozen=True)
+class Conventions:
+    """A family's tokens as its authors publish them, and whether row i-1 predicts the token at i."""
+
+    begin: int
+    mask: int
+    end_of_text: int
+    shift: bool
+
+
+CONVENTIONS = {
+    "Dream": Conventions(
+        DREAM_ADDED["<|beginoftext|>"], DREAM_ADDED["<|mask|>"], DREAM_ADDED["<|endoftext|>"], shift=True
+    ),
+    "LLaDA": Conventions(
+        LLADA_ADDED["<|startoftext|>"], LLADA_ADDED["<|mdm_mask|>"], LLADA_ADDED["<|endoftext|>"], shift=False
+    ),
+}
+
+
 @pytest.fixture(scope="module")
-def dream(tmp_path_factory):
-    """(folder, denoiser) of a tiny Dream checkpoint."""
-    folder = tmp_path_factory.mktemp("fix-scoring") / "Dream"
-    marker = write_checkpoint(folder, "Dream")
-    yield folder, load(folder, "cpu", torch.float32)
-    assert not marker.exists(), "the checkpoint's remote code was executed"
+def checkpoint(tmp_path_factory):
+    """family -> (folder, denoiser) of a tiny checkpoint, written on first use."""
+    root = tmp_path_factory.mktemp("fix-scoring")
+    built, markers = {}, []
+
+    def get(family: str):
+        if family not in built:
+            markers.append(write_checkpoint(root / family, family))
+            built[family] = (root / family, load(root / family, "cpu", torch.float32))
+        return built[family]
+
+    yield get
+    assert not any(marker.exists() for marker in markers), "a checkpoint's remote code was executed"
 
 
-def independent_canvas(folder, text: str, spans: list[Span]) -> tuple[list[int], list[int]]:
-    """(ids, span positions) of the canvas fix mode scores, tokenized by transformers' Qwen2
-    tokenizer: Dream's begin token, then each piece of text between span bounds on its own."""
-    from transformers import Qwen2Tokenizer
+@pytest.fixture(scope="module")
+def dream(checkpoint):
+    return checkpoint("Dream")
 
-    tokenizer = Qwen2Tokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
-    ids, positions, cut = [DREAM_ADDED["<|beginoftext|>"]], [], 0
+
+def independent_canvas(family: str, text: str, spans: list[Span]) -> tuple[list[int], list[int]]:
+    """(ids, span positions) of the canvas fix mode scores, tokenized by the BPE the checkpoint's
+    tokenizer files were written from: the family's begin token, then each piece of text between
+    span bounds on its own."""
+    encode = base_bpe().encode
+    ids, positions, cut = [CONVENTIONS[family].begin], [], 0
     for span in spans:
-        ids += tokenizer.encode(text[cut : span.start], add_special_tokens=False)
-        inside = tokenizer.encode(text[span.start : span.end], add_special_tokens=False)
+        ids += encode(text[cut : span.start]).ids
+        inside = encode(text[span.start : span.end]).ids
         positions += range(len(ids), len(ids) + len(inside))
         ids += inside
         cut = span.end
-    return ids + tokenizer.encode(text[cut:], add_special_tokens=False), positions
+    return ids + encode(text[cut:]).ids, positions
 
 
-def oracle_probabilities(folder, ids: list[int], positions: list[int], masked: bool = True) -> torch.Tensor:
-    """(P, vocab): transformers' Qwen2 on the checkpoint's weights, bidirectional, one canvas per
-    position with that position masked (or, `masked=False`, the canvas as it is); Dream's shift:
-    the token at i is predicted by row i-1. Softmax over the tokens a model may write: the BPE's
-    and end-of-text (every other added token, and the rows no token has, ruled out)."""
+def oracle_probabilities(
+    folder, family: str, ids: list[int], positions: list[int], masked: bool = True
+) -> torch.Tensor:
+    """(P, vocab): transformers' Qwen2 / Llama on the checkpoint's weights, bidirectional, one
+    canvas per position with that position masked (or, `masked=False`, the canvas as it is); with
+    the shift the token at i is predicted by row i-1. Softmax over the tokens a model may write:
+    the BPE's and end-of-text (every other added token, and the rows no token has, ruled out)."""
+    conventions = CONVENTIONS[family]
     canvases = torch.tensor([ids] * len(positions))
     rows = torch.arange(len(positions))
     if masked:
-        canvases[rows, positions] = DREAM_ADDED["<|mask|>"]
-    logits = reference_logits(folder, "Dream", canvases)[rows, [p - 1 for p in positions]]
-    writable = [*json.loads((folder / "vocab.json").read_text()).values(), DREAM_ADDED["<|endoftext|>"]]
+        canvases[rows, positions] = conventions.mask
+    predicting = [p - 1 if conventions.shift else p for p in positions]
+    logits = reference_logits(folder, family, canvases)[rows, predicting]
+    writable = [*base_bpe().get_vocab().values(), conventions.end_of_text]
     ruled_out = torch.ones(logits.shape[-1], dtype=torch.bool)
     ruled_out[writable] = False
     return torch.softmax(logits.masked_fill(ruled_out, float("-inf")), dim=-1)
 
 
-def test_a_checkpoint_scores_each_span_token_with_its_position_masked(dream):
-    folder, denoiser = dream
+@pytest.mark.parametrize("family", ["Dream", "LLaDA"])
+def test_a_checkpoint_scores_each_span_token_with_its_position_masked(family, checkpoint):
+    folder, denoiser = checkpoint(family)
     spans = [START, MIDDLE]
-    ids, positions = independent_canvas(folder, CODE, spans)
+    ids, positions = independent_canvas(family, CODE, spans)
     assert positions[0] == 1  # the first token of the file, right after the begin token
     options = FixOptions(SamplerConfig(seed=0, steps=2), **FLAG_EVERY_TOKEN, syntax_rounds=0, syntax_edits=0)
 
@@ -90,14 +126,14 @@ def test_a_checkpoint_scores_each_span_token_with_its_position_masked(dream):
     for span in spans:  # one flagged token per span token, in order
         texts = [t.text for t in flagged if span.start <= t.start < span.end]
         assert "".join(texts) == CODE[span.start : span.end]
-    oracle = oracle_probabilities(folder, ids, positions)
+    oracle = oracle_probabilities(folder, family, ids, positions)
     expected = oracle[range(len(positions)), [ids[p] for p in positions]]
     ours = torch.tensor([t.probability for t in flagged])
     assert torch.allclose(ours, expected, rtol=1e-3, atol=0)
     favourite = torch.tensor([t.suggestion_probability for t in flagged])
     assert torch.allclose(favourite, oracle.max(-1).values, rtol=1e-3, atol=0)
     # The test tells the rules apart: the same canvas with the tokens in place scores otherwise.
-    visible = oracle_probabilities(folder, ids, positions, masked=False)
+    visible = oracle_probabilities(folder, family, ids, positions, masked=False)
     in_place = visible[range(len(positions)), [ids[p] for p in positions]]
     assert ((in_place - expected).abs() / expected).max() > 0.05
 
@@ -167,7 +203,7 @@ def test_fix_counts_every_scoring_pass(dream, monkeypatch):
 
     result = fix(denoiser, document_from_bytes(CODE.encode()), [START, MIDDLE], options)
 
-    tokens = len(independent_canvas(folder, CODE, [START, MIDDLE])[1])
+    tokens = len(independent_canvas("Dream", CODE, [START, MIDDLE])[1])
     assert result.stats.forward_passes == len(calls) == math.ceil(tokens / 4) + 2
 
 
