@@ -231,3 +231,20 @@ def test_every_published_family_declares_masked_scoring(dream):
 def test_scoring_rows_must_be_positive():
     with pytest.raises(InputError, match="scoring_rows must be at least 1"):
         FixOptions(scoring_rows=0)
+
+
+def test_the_language_servers_kept_context_never_stands_in_for_a_scoring_pass(dream):
+    """The server runs requests through a document's kept context (infill.kept_context), whose
+    first pass of a request reuses the last request's keys and values: the masked scores must
+    still be exact, one canvas per pass too, and leave the kept context as the last fill left it."""
+    from infill.kept_context import KeptContext
+
+    folder, denoiser = dream
+    kept = KeptContext(denoiser)
+    (canvas,) = plan_canvases(denoiser, CODE, [MIDDLE], InfillOptions(), keep_text=True)
+    ids = torch.tensor([canvas.ids])
+    exact = select_unlikely(denoiser, canvas, ids, FixOptions(scoring_rows=1)).probs
+    for _ in range(2):  # a second request finds the first one's context
+        probs = select_unlikely(kept, canvas, ids, FixOptions(scoring_rows=1)).probs
+        assert torch.equal(probs, exact)
+    assert kept.reused_passes == 0 and kept.cache is None

@@ -43,6 +43,7 @@ from infill.canvas import Canvas, Slot
 from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
 from infill.errors import InputError
+from infill.kept_context import without_kept_context
 from infill.line_shape import keep_line_shape
 from infill.options import FixOptions
 from infill.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
@@ -165,12 +166,14 @@ def score_tokens(
 
     `rows` canvases per pass need a denoiser that computes the output layer at given positions
     only (`cached_logits`); one that returns every position's logits (the checkpoint's own code,
-    --trust-remote-code) scores one canvas per pass, the memory of a visible scoring pass."""
-    positions = torch.tensor(canvas.editable()).nonzero().flatten()
+    --trust-remote-code) scores one canvas per pass, the memory of a visible scoring pass.
+    Every masked pass is a full one: never through the language server's kept context."""
     if scores_visible_tokens(denoiser):
         return token_probabilities(denoiser, ids[None])[0], 1
+    denoiser = without_kept_context(denoiser)
     if not hasattr(denoiser, "cached_logits"):
         rows = 1  # rows x canvas x vocabulary logits would not stay bounded
+    positions = torch.tensor(canvas.editable()).nonzero().flatten()
     chunks = positions.split(rows)  # a few positions per pass: memory stays bounded
     scored = [masked_scores(denoiser, ids, chunk) for chunk in chunks]
     probs = torch.zeros(len(ids), scored[0].shape[-1])
