@@ -113,7 +113,23 @@ def cached_repos(root: CacheRoot | None = None) -> list[CachedRepo]:
     if not root.path.is_dir():
         return []
     folders = sorted(p for p in root.path.iterdir() if p.is_dir() and p.name.startswith(REPO_PREFIX))
-    return [CachedRepo(p.name.removeprefix(REPO_PREFIX).replace("--", "/"), p) for p in folders]
+    return [CachedRepo(repo_name(p), p) for p in folders]
+
+
+def repo_name(folder: Path) -> str:
+    """models--ORG--NAME -> ORG/NAME."""
+    return folder.name.removeprefix(REPO_PREFIX).replace("--", "/")
+
+
+def model_name(directory: Path) -> str:
+    """The name a model folder goes by: ORG/NAME when it is a snapshot of the cache
+    (models--ORG--NAME/snapshots/<commit>), else the folder's own name (what
+    `huggingface-cli download ORG/NAME --local-dir NAME` calls it)."""
+    directory = directory.absolute()
+    snapshots, repo = directory.parent, directory.parent.parent
+    if snapshots.name == "snapshots" and repo.name.startswith(REPO_PREFIX):
+        return repo_name(repo)
+    return directory.name
 
 
 def resolve_model(spec: str | Path | None) -> Path | None:

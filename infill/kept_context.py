@@ -99,6 +99,13 @@ class KeptContext:
         return fresh.nonzero().flatten()
 
 
+def without_kept_context(denoiser: Any) -> Any:
+    """The denoiser itself, not through a kept context: for passes that must be exact and must
+    not replace the document's kept context (fix mode's masked scoring, whose canvases differ
+    from each other in one position)."""
+    return denoiser.inner if isinstance(denoiser, KeptContext) else denoiser
+
+
 def aligned_runs(old: list[int], new: list[int], min_run: int = MIN_RUN) -> list[tuple[int, int, int]]:
     """(start in old, start in new, length) of the runs of equal tokens of two canvases, in
     order, each at least ``min_run`` long."""

@@ -159,6 +159,8 @@ class FixOptions:
     ratio: float = 0.2  # ...and below this share of the probability of the model's favourite token
     #   (above 1 also flags the favourite itself when it is below `threshold`)
     max_fraction: float = 0.25  # flag at most this share of a span's tokens (at least one)
+    scoring_rows: int = 8  # a model scored with each token masked: canvases per forward pass
+    #   (infill.modes.fix.score_tokens; 8: a 7B model's pass over 2,048 tokens takes ~3 GiB more)
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
     syntax_edits: int = 6  # then parser-checked single-token edits (infill.repair.token_edits)
@@ -170,6 +172,8 @@ class FixOptions:
                 raise InputError(f"{name} must be between 0 and 1 (got {getattr(self, name)})")
         if self.ratio < 0:
             raise InputError(f"ratio must be 0 or more (got {self.ratio})")
+        if self.scoring_rows < 1:
+            raise InputError(f"scoring_rows must be at least 1 (got {self.scoring_rows})")
         InfillOptions(  # validates the options both have
             context_length=self.context_length,
             syntax_rounds=self.syntax_rounds,

@@ -15,7 +15,7 @@ import json
 import pathlib
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 import infill
@@ -404,3 +404,22 @@ def write_checkpoint(
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     write_shards(directory, state)
     return write_remote_code(directory, remote or ["modeling_qwen2.py"])
+
+
+def reference_logits(folder, family: str, ids: torch.Tensor) -> torch.Tensor:
+    """transformers' own model on the checkpoint's weights, attention made non-causal."""
+    state = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        state.update({k: v.float() for k, v in load_file(str(shard)).items()})
+    if family == "LLaDA":
+        model = llama_model(126464)
+        state = {name: state[llada_name(name)] for name in model.state_dict()}
+    else:
+        model = qwen2_model(151936 if family == "Open-dCoder" else 152064, tied=family == "Open-dCoder")
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    model = model.float().eval()
+    length = ids.shape[1]
+    open_mask = torch.zeros(ids.shape[0], 1, length, length)  # every position sees every other
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=open_mask).logits

@@ -142,6 +142,8 @@ class OracleDenoiser:
 
     # ------------------------------------------------------------------ the Denoiser Protocol
 
+    scores_visible_tokens = True  # like the shipped model: fix mode scores a span in one pass
+
     @property
     def mask_id(self) -> int:
         return self.tokenizer.mask_id

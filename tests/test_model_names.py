@@ -310,6 +310,51 @@ def test_the_card_of_a_name_is_its_snapshot(hub):
     assert model_card("org/not-cached").params is None  # a card, not an error: initialize answers
 
 
+# --------------------------------------------------- the authors' sampler settings, by name
+
+
+@pytest.mark.parametrize(
+    "layout, name, dlm_pad, temperature",
+    [
+        ("cache", "Dream-org/Dream-Coder-v0-Instruct-7B", False, 0.1),  # its README's quick start
+        ("cache", "Dream-org/Dream-v0-Instruct-7B", False, 0.2),  # the same tokens: Dream's README
+        ("cache", "Dream-org/Dream-Coder-v0-Base-7B", False, 0.2),  # no settings of its own: Dream's
+        ("cache", "apple/DiffuCoder-7B-Instruct", True, 0.3),
+        ("cache", "apple/DiffuCoder-7B-cpGRPO", True, 0.4),  # DiffuCoder-Instruct's tokens
+        ("folder", "Dream-Coder-v0-Instruct-7B", False, 0.1),  # huggingface-cli download --local-dir
+        ("folder", "dream-coder-v0-instruct-7b", False, 0.1),
+        ("folder", "Dream-Coder-v0-Instruct-7B-finetuned", False, 0.2),  # not the published model
+        ("folder", "DiffuCoder-7B-cpGRPO", True, 0.4),
+        ("folder", "checkpoint", True, 0.3),  # no name: what the tokens say (DiffuCoder-Instruct)
+    ],
+)
+def test_a_checkpoint_gets_the_settings_its_authors_give_for_its_name(
+    layout, name, dlm_pad, temperature, hub, tmp_path, monkeypatch
+):
+    from infill.models import load
+    from infill.models.defaults import with_recommended
+    from infill.options import SamplerConfig
+
+    files = tmp_path / "files" / name.split("/")[-1]
+    shutil.copytree(hub["built"]["Dream"][0], files)
+    if dlm_pad:  # DiffuCoder-Instruct's tokenizer adds the token its answers are padded with
+        edit_json(files / "added_tokens.json", **{"<|dlm_pad|>": 151667})
+    if layout == "cache":
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+        add_snapshot(tmp_path / "cache", name, MAIN, files)
+        denoiser = load(name, "cpu")
+    else:
+        denoiser = load(files, "cpu")
+
+    config = with_recommended(SamplerConfig(), denoiser, explicit=set())
+    family = "DiffuCoder-Instruct" if dlm_pad else "Dream"
+    assert (denoiser.family, config.order, config.temperature, config.top_p) == (
+        family, "entropy", temperature, 0.95,
+    )  # fmt: skip
+    mine = with_recommended(SamplerConfig(temperature=0.7), denoiser, explicit={"temperature"})
+    assert mine.temperature == 0.7  # what the user sets still wins
+
+
 @pytest_lsp.fixture(config=SERVER, scope="module")
 async def named_client(lsp_client: LanguageClient, hub):
     """A server started with HF_HUB_CACHE set (by `hub`) and modelPath a name."""

@@ -3,8 +3,11 @@ encode and decode text. The sampler and the engine use nothing else, so every mo
 (`infill.models.native`, `.dream`, `.llada`) plugs in by implementing this Protocol.
 
 Optional attributes a family may add (read with getattr): `expand_id` (DreamOn's `<|expand|>`,
-None elsewhere), `recommended` (its authors' sampler settings, a plain dict) and `framing`
-(the tokens its authors put around every prompt: `infill.canvas.Framing`; none by default).
+None elsewhere), `recommended` (its authors' sampler settings, a plain dict), `framing`
+(the tokens its authors put around every prompt: `infill.canvas.Framing`; none by default) and
+`scores_visible_tokens` (True: trained to restore randomly replaced visible tokens, so the
+probability at an unmasked position judges the token there; False by default: a loss at masked
+positions only. Fix mode scores a span by it: `infill.modes.fix.scores_visible_tokens`).
 """
 
 from __future__ import annotations

@@ -36,6 +36,10 @@ class CheckpointDenoiser:
     expand_id: int | None = None  # DreamOn's <|expand|> (in special_ids until a sampler handles it)
     recommended: dict = field(default_factory=dict)  # the authors' sampler settings (see the family)
     framing: Framing = NO_FRAMING  # the tokens the authors put around every prompt (infill.canvas)
+    # Trained with a loss at masked positions only: a probability at a visible position says
+    # little (Dream's shift: the row that scores token i has seen it), so fix mode scores each
+    # token with its position masked (infill.modes.fix).
+    scores_visible_tokens: bool = False
 
     @torch.no_grad()
     def logits(self, ids: torch.Tensor) -> torch.Tensor:

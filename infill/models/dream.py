@@ -13,6 +13,11 @@ Tokens: `<|mask|>` masks (Dream family; Open-dCoder: the `mask_token` its tokeni
 declare); the token an answer is padded with is the engine's null here: `<|dlm_pad|>` where the
 tokenizer has it (DiffuCoder-Instruct, whose README cuts outputs there), else `<|endoftext|>`;
 DreamOn's `<|expand|>` asks for one more position.
+
+Sampler settings (`recommended`): each family's authors' own. Dream-Coder-v0 has Dream-v0's
+tokens and DiffuCoder-cpGRPO DiffuCoder-Instruct's, so nothing in the files tells them apart but
+the name they are published under: the folder's (`recommended_by_name`); any other name gets the
+family's settings.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import torch
 
 from infill.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
+from infill.hub_cache import model_name
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusable_ids
 from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
@@ -32,16 +38,29 @@ from infill.models.weights import build_empty, load_weights, memory_note, weight
 MASK, END_OF_TEXT, EXPAND, DLM_PAD = "<|mask|>", "<|endoftext|>", "<|expand|>", "<|dlm_pad|>"
 BEGIN = "<|beginoftext|>"  # the Dream family's begin token (config.json's bos_token_id is end-of-text)
 
-# The authors' sampler settings (not wired into the sampler here; `recommended` on the denoiser).
+# The authors' sampler settings (`recommended` on the denoiser; infill.models.defaults applies them).
 DREAM_RECOMMENDED = {  # DreamLM/Dream README, diffusion_generate example
     "alg": "entropy", "temperature": 0.2, "top_p": 0.95, "steps": "one per new token",
+}  # fmt: skip
+DREAM_CODER_RECOMMENDED = {  # DreamLM/Dream-Coder README quick start (Dream-Coder-v0-Instruct-7B)
+    "alg": "entropy", "temperature": 0.1, "top_p": 0.95, "steps": "one per new token",
 }  # fmt: skip
 DREAMON_RECOMMENDED = {  # DreamLM/DreamOn eval/generator.py evaluation settings
     "alg": "entropy", "temperature": 0.2, "top_p": 0.9, "steps": 256, "initial_masks": 4, "max_length": 64,
 }  # fmt: skip
-DIFFUCODER_RECOMMENDED = {  # apple/ml-diffucoder README (DiffuCoder-7B-Instruct example)
+DIFFUCODER_RECOMMENDED = {  # apple/ml-diffucoder README and inference_demo (DiffuCoder-7B-Instruct)
+    "alg": "entropy", "temperature": 0.3, "top_p": 0.95, "steps": "new tokens / tokens per step",
+}  # fmt: skip
+DIFFUCODER_CPGRPO_RECOMMENDED = {  # apple/DiffuCoder-7B-cpGRPO model card example
     "alg": "entropy", "temperature": 0.4, "top_p": 0.95, "steps": "new tokens / tokens per step",
 }  # fmt: skip
+# Checkpoints whose tokens are another's (Dream-Coder: Dream-v0's; cpGRPO: DiffuCoder-Instruct's),
+# told apart by the name they are published under (`model_name`; the NAME of ORG/NAME, any case).
+RECOMMENDED_BY_NAME = {
+    "dream-coder-v0-instruct-7b": DREAM_CODER_RECOMMENDED,
+    "diffucoder-7b-instruct": DIFFUCODER_RECOMMENDED,
+    "diffucoder-7b-cpgrpo": DIFFUCODER_CPGRPO_RECOMMENDED,
+}
 OPEN_DCODER_RECOMMENDED = {  # pengzhangzhi/Open-dLLM eval/eval_infill (README infilling command)
     "alg": "p2", "temperature": 0.6, "top_p": 0.95, "steps": 64,
 }  # fmt: skip
@@ -140,6 +159,7 @@ def conventions(directory: Path, config: dict) -> dict:
         family, recommended = "DiffuCoder-Instruct", DIFFUCODER_RECOMMENDED
     else:  # Dream-v0, Dream-Coder-v0, DiffuCoder-Base: the same network and tokens
         family, recommended = "Dream", DREAM_RECOMMENDED
+    recommended = recommended_by_name(directory) or recommended
     return dict(
         family=family,
         tokenizer=tokenizer,
@@ -152,6 +172,14 @@ def conventions(directory: Path, config: dict) -> dict:
         recommended=dict(recommended),
         framing=framing,
     )
+
+
+def recommended_by_name(directory: Path) -> dict | None:
+    """The authors' settings for the checkpoint the folder's name says it is (None: a name
+    without settings of its own). config.json holds no name (transformers leaves `_name_or_path`
+    out when it saves one), and a model card's `base_model` names the model it was made from."""
+    name = model_name(directory).rsplit("/", 1)[-1].casefold()
+    return RECOMMENDED_BY_NAME.get(name)
 
 
 def begin_token(tokenizer: CheckpointTokenizer, directory: Path) -> int:

@@ -24,6 +24,7 @@ class InfillBackend:
     tokenizer: CodeTokenizer
     device: torch.device = torch.device("cpu")
     expand_id = None  # no <|expand|> token: spans get their length from <null>
+    scores_visible_tokens = True  # trained to restore randomly replaced visible tokens too (fix mode)
 
     @property
     def mask_id(self) -> int:

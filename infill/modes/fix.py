@@ -1,9 +1,10 @@
 """Fix mode: find the tokens of a span the model does not believe in, and re-predict only those.
 
     plan:  the spans with their current tokens in place (not masked)
-    mask:  one bidirectional pass over the canvas scores every span token; flagged are those
-           whose probability is below `threshold` and below `ratio` x the probability of the
-           model's favourite token there (at most `max_fraction` of a span, least likely first)
+    mask:  score every span token (`score_tokens`, by the rule the model declares, below);
+           flagged are those whose probability is below `threshold` and below `ratio` x the
+           probability of the model's favourite token there (at most `max_fraction` of a span,
+           least likely first)
     denoise: the flagged positions only; every other token stays fixed context
     repair: only if the span had a syntax error (a quick fix) and still has one: the syntax
            retries and token edits (infill.repair), whose rewritten tokens count as flagged;
@@ -11,10 +12,20 @@
            code that parses keeps to its flagged tokens.
     edits: one per run of flagged tokens that changed: bytes between them never change
 
-The model was trained to restore randomly replaced tokens, so its probabilities at visible
-positions say which tokens look wrong. This is a simple scheme: the length never grows. Each
-flagged token becomes exactly one token, or <null> (which deletes it); nothing is inserted.
-If nothing is flagged there is no edit and no forward pass beyond the scoring one.
+Scoring, by what the model was trained on (`scores_visible_tokens`, the denoiser's attribute):
+
+    visible  this project's own model was trained to restore randomly replaced visible tokens,
+             so its probability at an unmasked position says whether the token there looks
+             wrong: one pass over the canvas as it is scores the whole span
+    masked   the published checkpoints (Dream family, LLaDA, Open-dCoder) had a loss at masked
+             positions only; with Dream's shift the row that scores token i has even seen it.
+             Each span token is scored with its own position masked and the rest of the canvas
+             as it is: `scoring_rows` canvases per pass, each with a different position masked,
+             so a span of T tokens takes ceil(T / scoring_rows) passes
+
+This is a simple scheme: the length never grows. Each flagged token becomes exactly one token,
+or <null> (which deletes it); nothing is inserted. If nothing is flagged there is no edit and no
+forward pass beyond the scoring ones.
 """
 
 from __future__ import annotations
@@ -32,10 +43,11 @@ from infill.canvas import Canvas, Slot
 from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
 from infill.errors import InputError
+from infill.kept_context import without_kept_context
 from infill.line_shape import keep_line_shape
 from infill.options import FixOptions
-from infill.pipeline import Filled, Hooks, Job, Selection, run
-from infill.prediction import token_probabilities
+from infill.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
+from infill.prediction import allowed_softmax, token_probabilities
 from infill.repair import RepairPolicy
 from infill.sampler import SampleStats, Step
 from infill.spans import Span, validate_spans
@@ -51,8 +63,8 @@ class FlaggedToken:
     start: int  # character offsets of the token in the document text
     end: int
     text: str  # the token as it was
-    probability: float  # the model's probability of it in the scoring pass
-    suggestion: str  # the model's favourite token there in the scoring pass
+    probability: float  # the model's probability of it when scored (`score_tokens`)
+    suggestion: str  # the model's favourite token there when scored
     suggestion_probability: float
     replacement: str  # what the sampler wrote in its place ("" for a deletion)
 
@@ -68,7 +80,7 @@ class SpanFix:
 @dataclass
 class FixResult:
     spans: list[SpanFix]
-    stats: SampleStats  # forward_passes counts the scoring passes too
+    stats: SampleStats  # forward_passes counts the scoring passes too (every masked one)
 
     @property
     def edits(self) -> list[TextEdit]:
@@ -129,12 +141,57 @@ def fix(
 
 
 def select_unlikely(denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor, options: FixOptions) -> Selection:
-    """The mask stage of fix mode: one scoring pass, then `flag_tokens`."""
+    """The mask stage of fix mode: `score_tokens`, then `flag_tokens`."""
+    if not any(canvas.editable()):  # the spans hold no token (insertion points): nothing to score
+        return Selection(torch.zeros_like(ids, dtype=torch.bool), None, NOTHING_SAMPLED)
     started = time.perf_counter()
-    probs = token_probabilities(denoiser, ids)[0]
+    probs, passes = score_tokens(denoiser, canvas, ids[0], options.scoring_rows)
     flags = flag_tokens(canvas, probs, options)
-    stats = SampleStats(0, 1, 0, 0, time.perf_counter() - started, converged=True)
+    stats = SampleStats(0, passes, 0, 0, time.perf_counter() - started, converged=True)
     return Selection(flags[None], probs, stats)
+
+
+def scores_visible_tokens(denoiser: Denoiser) -> bool:
+    """Whether the model's probability at a visible position judges the token there (it was
+    trained to restore randomly replaced visible tokens); a model that does not say was not."""
+    return bool(getattr(denoiser, "scores_visible_tokens", False))
+
+
+def score_tokens(
+    denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor, rows: int
+) -> tuple[torch.Tensor, int]:
+    """ids (L,) -> (probabilities (L, vocab), forward passes): the model's distribution at each
+    slot position (at least one), scored by the model's rule (the module's docstring), special
+    tokens ruled out. Masked scoring fills only the slot rows (the others are 0).
+
+    `rows` canvases per pass need a denoiser that computes the output layer at given positions
+    only (`cached_logits`); one that returns every position's logits (the checkpoint's own code,
+    --trust-remote-code) scores one canvas per pass, the memory of a visible scoring pass.
+    Every masked pass is a full one: never through the language server's kept context."""
+    if scores_visible_tokens(denoiser):
+        return token_probabilities(denoiser, ids[None])[0], 1
+    denoiser = without_kept_context(denoiser)
+    if not hasattr(denoiser, "cached_logits"):
+        rows = 1  # rows x canvas x vocabulary logits would not stay bounded
+    positions = torch.tensor(canvas.editable()).nonzero().flatten()
+    chunks = positions.split(rows)  # a few positions per pass: memory stays bounded
+    scored = [masked_scores(denoiser, ids, chunk) for chunk in chunks]
+    probs = torch.zeros(len(ids), scored[0].shape[-1])
+    probs[positions] = torch.cat(scored)
+    return probs, len(chunks)
+
+
+def masked_scores(denoiser: Denoiser, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """ids (L,), positions (K,) -> (K, vocab): the distribution at each position with that one
+    position masked, the rest of the canvas as it is; one forward pass over K canvases."""
+    rows = torch.arange(len(positions))
+    canvases = ids.repeat(len(positions), 1)
+    canvases[rows, positions] = denoiser.mask_id
+    if hasattr(denoiser, "cached_logits"):
+        logits = denoiser.cached_logits(canvases, positions, denoiser.new_cache(), refresh=True)
+    else:
+        logits = denoiser.logits(canvases)[:, positions]
+    return allowed_softmax(denoiser, logits[rows, rows])  # canvas k's row at its masked position
 
 
 def flag_tokens(canvas: Canvas, probs: torch.Tensor, options: FixOptions) -> torch.Tensor:
