@@ -15,7 +15,8 @@
                                                  # (a file named "models": write ./models)
 
 Exit codes: 0 success (whether or not the model changed anything), 2 bad input (nothing
-changed), 3 the model could not be loaded or run, 130 interrupted.
+changed), 3 the model could not be loaded or run, 124 --timeout passed with no fill to keep
+(--protocol authors), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,10 +32,10 @@ from infill import __version__
 from infill.docstring_sites import missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
-from infill.errors import InputError, ModelError
+from infill.errors import InputError, ModelError, TimedOut
 from infill.model_info import model_card
 from infill.models import load
-from infill.models.defaults import TUNABLE, with_recommended
+from infill.models.defaults import PUBLISHED_PASS_BUDGET, TUNABLE, recommended_pass_budget, with_recommended
 from infill.modes import (
     AlternativesRequest,
     Candidate,
@@ -60,7 +62,7 @@ from infill.options import (
 from infill.pipeline import Canvas, Hooks, SampleStats, Step, run
 from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
-EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_TIMED_OUT, EXIT_INTERRUPTED = 0, 2, 3, 124, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,9 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="then fill a span of several lines that still breaks the syntax afresh (with "
                          "its own retries and edits) up to N times, keeping the fill with fewest syntax "
                          "errors (0: never; default %(default)s)")
-    sampler.add_argument("--pass-budget", type=int, default=InfillOptions.pass_budget, metavar="N",
-                         help="start no fresh fill once the fill has had N forward passes of the model "
-                         "(bounds the time a broken fill takes; 0: no bound; default %(default)s)")
+    sampler.add_argument("--pass-budget", type=int, default=None, metavar="N",
+                         help="forward passes of the model a fill and its repair steps (retries, edits, "
+                         "fresh fills) take in all (bounds the time a broken fill takes; 0: no bound; "
+                         f"default {InfillOptions.pass_budget}, {PUBLISHED_PASS_BUDGET} with a published "
+                         "model)")
+    sampler.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                         help="a wall-clock deadline for the model's work: past it a fill ends at its next "
+                         "pass and skips the repair and recall stages (the best fill so far); under "
+                         "--protocol authors nothing is kept and the exit code is 124")
     sampler.add_argument("--no-recall", dest="recall", action="store_false",
                          help="never let a one-line fill take a line of the file the model ranks higher "
                          "than its own fill (infill.recall)")
@@ -210,6 +218,8 @@ def authors_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) 
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.timeout is not None and not args.timeout > 0:
+        raise InputError(f"--timeout must be above 0 seconds (got {args.timeout})")
     authors = authors_settings(args, parser) if args.protocol == "authors" else AuthorsSettings()
     if args.protocol == "engine" and args.order is not None and args.order not in ORDERS:
         raise InputError(f"--order {args.order} is a published loop's (--protocol authors)")
@@ -233,7 +243,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         syntax_rounds=args.syntax_rounds,
         syntax_edits=args.syntax_edits,
         syntax_restarts=args.syntax_restarts,
-        pass_budget=args.pass_budget or None,
+        pass_budget=InfillOptions.pass_budget if args.pass_budget is None else args.pass_budget or None,
         recall=args.recall,
         protocol=args.protocol,
         authors=authors,
@@ -264,8 +274,11 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.protocol == "engine":
         recommended = with_recommended(options.sampler, backend, explicit_sampler_fields(args))
         options = replace(options, sampler=recommended)
+        if args.pass_budget is None:
+            options = replace(options, pass_budget=recommended_pass_budget(backend, options.pass_budget))
     fix_options = FixOptions.from_infill(options, threshold=args.fix_threshold)
-    hooks = Hooks(on_step=StepPrinter(backend) if args.show_steps else None)
+    deadline = time.monotonic() + args.timeout if args.timeout is not None else None
+    hooks = Hooks(on_step=StepPrinter(backend) if args.show_steps else None, deadline=deadline)
 
     if args.alternatives is not None:
         request = AlternativesRequest(document, spans[0], args.alternatives, options, args.temperature)
@@ -421,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     except ModelError as error:
         print(f"infill: model error: {error}", file=sys.stderr)
         return EXIT_MODEL
+    except TimedOut as error:
+        print(f"infill: timed out: {error}; nothing was written", file=sys.stderr)
+        return EXIT_TIMED_OUT
     except KeyboardInterrupt:
         print("infill: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -11,3 +11,7 @@ class ModelError(Exception):
 
 class Cancelled(Exception):
     """The caller asked the sampler to stop (e.g. an editor cancelled the request)."""
+
+
+class TimedOut(Exception):
+    """The request's deadline passed with nothing to return (exit code 124, as timeout(1))."""

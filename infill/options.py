@@ -57,6 +57,8 @@ class SamplerConfig:
     #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
     expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
     #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.expansion)
+    cap_per_position: bool = False  # a step cap left unset is one pass per masked position (the
+    #   Dream family's and LLaDA's authors set steps = new tokens), not ONE_LINE/MULTI_LINE_STEPS
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.steps < 1:
@@ -131,8 +133,9 @@ class InfillOptions:
     syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.repair.token_edits)
     syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.repair.
     #   fresh_fills), of spans of several lines only (single lines parse as often without them)
-    pass_budget: int | None = 400  # no fresh fill starts once a canvas has had this many forward passes
-    #   (bounds a broken fill's time: about 11 s at worst on two threads; None: no bound)
+    pass_budget: int | None = 400  # the repair stage stops once a canvas has had this many forward
+    #   passes in all (its retries, edits and fresh fills; bounds a broken fill's time: about 11 s
+    #   at worst on two threads with the shipped model; None: no bound)
     recall: bool = True  # a one-line fill may take a line of the document the model ranks higher
     #   (infill.recall; fill mode and the first inline sample, models with a <null> token)
     protocol: str = "engine"  # "authors": each family's published loop, nothing else (infill.authors)

@@ -18,6 +18,7 @@ language server call `run` and nothing below it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -63,6 +64,11 @@ class Hooks:
     on_step: Callable[[Canvas, Step], None] | None = None  # after each denoising pass
     cancelled: Callable[[], bool] | None = None  # true: stop (Cancelled)
     on_progress: Callable[[int, int], None] | None = None  # (spans done, spans in all), before each job
+    deadline: float | None = None  # time.monotonic() past which a fill ends at its next pass and
+    #   skips the repair and recall stages: the best fill so far (the CLI's --timeout)
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
 
 
 @dataclass
@@ -143,14 +149,32 @@ def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> F
     """mask -> denoise -> repair -> recall -> decode, for one canvas."""
     ids = torch.tensor([canvas.ids]).repeat(job.rows, 1)
     selection = mask(denoiser, job, canvas, ids)
-    config = step_cap(job.sampler, [job.document.text[s.span.start : s.span.end] for s in canvas.slots])
+    spans = [job.document.text[s.span.start : s.span.end] for s in canvas.slots]
+    config = step_cap(job.sampler, spans, int(selection.editable[0].sum()))
     on_step = partial(hooks.on_step, canvas) if hooks.on_step else None
-    sampled = (job.denoise or denoise)(denoiser, ids, selection.editable, config, on_step, hooks.cancelled)
-    sampled = repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, hooks.cancelled)
-    if job.recall and job.rows == 1:
+    stage = job.denoise or denoise
+    sampled = stage(denoiser, ids, selection.editable, config, on_step, hooks.cancelled, hooks.out_of_time)
+    if not hooks.out_of_time():
+        sampled = repair_in_time(denoiser, job, canvas, sampled, config, on_step, hooks)
+    if job.recall and job.rows == 1 and not hooks.out_of_time():
         sampled = recall(denoiser, job.document, canvas, sampled)
     texts = rows_texts(denoiser, job.document, canvas, sampled.ids)
     return Filled(job, canvas, selection, sampled, texts)
+
+
+def repair_in_time(denoiser: Denoiser, job: Job, canvas: Canvas, sampled: SampleResult,
+                   config: SamplerConfig, on_step, hooks: Hooks) -> SampleResult:  # fmt: skip
+    """The repair stage, given up (its fill kept as sampled) when the deadline passes."""
+
+    def stop() -> bool:
+        return hooks.out_of_time() or (hooks.cancelled is not None and hooks.cancelled())
+
+    try:
+        return repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, stop)
+    except Cancelled:
+        if not hooks.out_of_time():
+            raise
+        return sampled
 
 
 def jobs_of(filled: list[Filled]) -> list[Job]:
@@ -217,8 +241,9 @@ def denoise(
     config: SamplerConfig,
     on_step: Callable[[Step], None] | None,
     cancelled: Callable[[], bool] | None,
+    finish_now: Callable[[], bool] | None = None,
 ) -> SampleResult:
     """The denoise stage: the sampler over the editable positions (nothing to denoise: no pass)."""
     if not editable.any():
         return SampleResult(ids, torch.ones(ids.shape), NOTHING_SAMPLED)
-    return sample(denoiser, ids, editable, config, on_step, cancelled)
+    return sample(denoiser, ids, editable, config, on_step, cancelled, finish_now)

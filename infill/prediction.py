@@ -38,6 +38,7 @@ class CanvasPredictor:
         self.calls = 0
         self.full_passes = 0
         self.narrowed: torch.Tensor | None = None  # the columns to use after the next pass
+        self.special = special_index(denoiser)
 
     def narrow(self, editable: torch.Tensor) -> None:
         """After the next pass only `editable` (a subset of the positions so far) is wanted, e.g.
@@ -60,14 +61,23 @@ class CanvasPredictor:
             logits = self.denoiser.logits(x)[:, columns]
         if self.narrowed is not None:
             self.columns, self.narrowed = self.narrowed, None
-        return columns, allowed_softmax(self.denoiser, logits)
+        return columns, allowed_softmax(self.denoiser, logits, self.special)
 
 
-def allowed_softmax(denoiser: Denoiser, logits: torch.Tensor) -> torch.Tensor:
-    """Softmax over the vocabulary with the special tokens (mask, padding...) ruled out."""
+def allowed_softmax(
+    denoiser: Denoiser, logits: torch.Tensor, special: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Softmax over the vocabulary with the special tokens (mask, padding...) ruled out
+    (`special`: `special_index(denoiser)`, made once by a caller that asks every pass)."""
     logits = logits.float()  # (rules the specials out in place, as the denoiser's logits are fresh)
-    logits[..., list(denoiser.special_ids)] = float("-inf")
+    logits[..., special if special is not None else special_index(denoiser)] = float("-inf")
     return torch.softmax(logits, dim=-1)
+
+
+def special_index(denoiser: Denoiser) -> torch.Tensor:
+    """The denoiser's special ids as an index tensor (a checkpoint whose tokenizer covers few of
+    its output rows has over 100k of them: made from the set at every pass, 50 ms)."""
+    return torch.tensor(sorted(denoiser.special_ids), dtype=torch.long)
 
 
 def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:

@@ -49,14 +49,17 @@ if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
 
 
-def step_cap(config: SamplerConfig, span_texts: list[str]) -> SamplerConfig:
-    """`config` with its step cap decided: as set, or ONE_LINE_STEPS when every span's current
+def step_cap(config: SamplerConfig, span_texts: list[str], positions: int | None = None) -> SamplerConfig:
+    """`config` with its step cap decided: as set; one per masked position (`positions`) under
+    `cap_per_position` (a published family's steps = new tokens); or ONE_LINE_STEPS when every span's current
     text is one line or less, else MULTI_LINE_STEPS. (Measured on v2 with syntax retries, 100
     held-out tasks per kind: single lines fill as well at 16 steps as at 32, in half the time;
     blocks and bodies parse more often the fewer tokens a pass commits: 68/79% at 32, 72/85%
     at 128, where a pass commits one token unless more are confident: see README, Measuring.)"""
     if config.steps is not None:
         return config
+    if config.cap_per_position and positions:
+        return replace(config, steps=positions)
     return replace(config, steps=ONE_LINE_STEPS if one_line(span_texts) else MULTI_LINE_STEPS)
 
 
@@ -109,9 +112,11 @@ def sample(
     config: SamplerConfig,
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    finish_now: Callable[[], bool] | None = None,
 ) -> SampleResult:
     """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids). A step cap left to
-    the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap."""
+    the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap.
+    `finish_now()` true (a deadline passed): the next pass is the last (it commits everything)."""
     if config.steps is None:
         config = replace(config, steps=MULTI_LINE_STEPS)
     if config.length != "given" and expands(denoiser):
@@ -146,7 +151,7 @@ def sample(
             editable = content  # the padding is final; only content positions are denoised
             predict.narrow(editable)
         masked = editable & (x == denoiser.mask_id)
-        last = step == config.steps - 1
+        last = step == config.steps - 1 or (finish_now is not None and finish_now())
 
         # Self-correction: committed tokens the model no longer believes in go back to <mask>.
         current = spread(probs.gather(-1, x[:, columns, None]).squeeze(-1), 0.0)
@@ -154,29 +159,29 @@ def sample(
         disbelieved &= revisions < config.max_revisions
         remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
 
-        # A token for every position, and its score under the unmasking rule.
-        choices = probs
-        if fixed_length or expand_id is not None:
-            choices = probs.clone()
+        # A token for every position, and its score under the unmasking rule (over each
+        # position's CANDIDATES most likely tokens when the vocabulary is large).
+        choices, vocab = candidates(probs)
         if fixed_length:  # no <null> inside a span's content
-            choices[..., denoiser.null_id] = 0
+            choices = without_token(choices, vocab, denoiser.null_id)
         elif config.nulls_from_end and denoiser.null_id is not None:
-            choices = probs.clone()
             null_best = spread(probs.argmax(-1) == denoiser.null_id, False)
             allowed = null_allowed(x, masked, editable, null_best, denoiser.null_id)
-            choices[..., denoiser.null_id] *= allowed[:, columns]
+            choices = without_token(choices, vocab, denoiser.null_id, keep=allowed[:, columns])
         if expand_id is not None:  # a span grows only in infill.expansion's loop
-            choices[..., expand_id] = 0
+            choices = without_token(choices, vocab, expand_id)
         dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
-        picked = choose_tokens(dist, config.temperature, generator)  # (B, P)
+        chosen = choose_tokens(dist, config.temperature, generator)  # (B, P) indices into choices
+        picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
         predicted = spread(picked, denoiser.mask_id)
-        picked_p = choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1)  # (B, P) the model's own
+        picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, P) the model's own
         predicted_p = spread(picked_p, 0.0)
-        score = spread(rule_scores(config.order, dist, picked, picked_p), float("-inf"))
+        score = spread(rule_scores(config.order, dist, chosen, picked_p), float("-inf"))
 
         # Commit: in the current block, everything confident, and at least enough of the best
         # scored to finish the block in its share of the passes (on the last pass: everything).
-        commit = commit_positions(masked, editable, blocks, score, predicted_p, config, step)
+        commit = masked.clone() if last else commit_positions(masked, editable, blocks, score, predicted_p,
+                                                                   config, step)  # fmt: skip
 
         x = torch.where(commit, predicted, x)
         x = torch.where(remask, torch.full_like(x, denoiser.mask_id), x)
@@ -190,6 +195,8 @@ def sample(
         if not masked.any() and not disbelieved.any():
             converged = True  # this pass found everything committed and believed all of it
             break
+        if last:
+            break
     stats = SampleStats(
         steps=passes,
         forward_passes=passes,
@@ -200,6 +207,37 @@ def sample(
         cached_passes=passes - predict.full_passes,
     )
     return SampleResult(x, confidence, stats)
+
+
+CANDIDATES = 256
+"""With a vocabulary larger than LARGE_VOCABULARY, a pass chooses among each position's this many
+most likely tokens: temperature, top-p, top-k, the draw and the unmasking rule's score then cost
+in proportion to them, not to a 152k-token vocabulary (measured: docs/models.md). The most
+likely token and its probability are the same; a draw at temperature 0.2 almost never leaves
+them; entropy and margin are those of the candidates."""
+LARGE_VOCABULARY = 32_768
+
+
+def candidates(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B, P, vocab) probabilities -> the ones a pass chooses from, and their token ids (None:
+    the whole vocabulary, by position; a copy, free to change)."""
+    if probs.size(-1) <= LARGE_VOCABULARY:
+        return probs.clone(), None
+    top = probs.topk(CANDIDATES, dim=-1)
+    return top.values, top.indices
+
+
+def without_token(
+    choices: torch.Tensor, vocab: torch.Tensor | None, token: int, keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`choices` with `token` ruled out (probability 0), except at the (B, P) positions `keep`."""
+    if vocab is None:
+        choices[..., token] = 0 if keep is None else choices[..., token] * keep
+        return choices
+    hit = vocab == token
+    if keep is not None:
+        hit &= ~keep.bool()[..., None]
+    return choices.masked_fill(hit, 0.0)
 
 
 def expands(denoiser: Denoiser) -> bool:

@@ -20,7 +20,8 @@ section of the client's configuration (``workspace/configuration``,
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "syntaxEdits": 6,                     # then parser-checked single-token edits
      "syntaxRestarts": 4,                  # then fresh fills of a multi-line fill still broken...
-     "passBudget": 400,                    # ...while it has had fewer forward passes (0: no bound)
+     "passBudget": 400,                    # forward passes a fill and its repairs take in all
+                                           #   (0: no bound; default 400, 48 for a published model)
      "threads": 2,                         # CPU threads for torch; default: torch's choice
      "requestTimeout": 300}                # seconds of model time a request may take (0: no
                                            # bound); past it the job stops with an error
@@ -68,7 +69,7 @@ class Settings:
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
         """Engine options: the sampler's defaults, then the model family's recommended settings
         (given the loaded `denoiser`: infill.models.defaults), overridden by what was set."""
-        from infill.models.defaults import with_recommended
+        from infill.models.defaults import recommended_pass_budget, with_recommended
         from infill.options import InfillOptions, SamplerConfig
 
         sampler = SamplerConfig()
@@ -85,6 +86,8 @@ class Settings:
             options.syntax_restarts = self.syntax_restarts
         if self.pass_budget is not None:
             options.pass_budget = self.pass_budget or None  # 0: no bound
+        elif denoiser is not None:
+            options.pass_budget = recommended_pass_budget(denoiser, options.pass_budget)
         options.recall = self.recall
         if denoiser is not None:
             explicit = {"temperature"} if self.temperature is not None else set()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from infill.authors import LoopResult, dream, dreamon, llada, loop_family, open_dcoder
-from infill.errors import InputError
+from infill.errors import InputError, TimedOut
 from infill.options import AuthorsSettings, SamplerConfig
 from infill.sampler import SampleResult, SampleStats, runs
 
@@ -39,12 +39,17 @@ def denoise_stage(settings: AuthorsSettings) -> Callable[..., SampleResult]:
     """The pipeline's denoise stage under the authors' protocol (one hole per canvas)."""
 
     def denoise(denoiser, ids: torch.Tensor, editable: torch.Tensor, config: SamplerConfig, on_step,
-                cancelled) -> SampleResult:  # fmt: skip
+                cancelled, finish_now=None) -> SampleResult:  # fmt: skip
         started = time.perf_counter()
         (start, end), *more = runs(editable[0])
         if more:
             raise InputError("--protocol authors fills one hole per canvas")
-        result = run_loop(denoiser, ids[0].tolist(), start, end - start, settings, cancelled)
+        def stop() -> bool:  # a published loop cut short is not its authors' result: it stops
+            if finish_now is not None and finish_now():
+                raise TimedOut("the authors' loop did not finish before --timeout (no partial fill is kept)")
+            return cancelled is not None and cancelled()
+
+        result = run_loop(denoiser, ids[0].tolist(), start, end - start, settings, stop)
         filled = torch.tensor([result.ids])
         stats = SampleStats(
             steps=result.passes,

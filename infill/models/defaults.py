@@ -9,7 +9,9 @@ unset. What a user sets (a CLI flag, a server setting) always wins.
              this sampler does not implement, falls back to the default order)
     "temperature", "top_p", "top_k", "block_length" -> the fields of the same name
     "initial_masks" -> expand_start (DreamOn: masks a span starts with)
-    "steps" -> nothing: this engine's step caps follow the span (infill.sampler.step_cap)
+    "steps": "one per new token" (Dream, LLaDA, DiffuCoder with one token a step) -> cap_per_position:
+             a step cap left unset is one pass per masked position; numbers (DreamOn's 256,
+             Open-dLLM's 64) -> nothing: this engine's step caps follow the span (step_cap)
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 
 from infill.options import ORDERS, SamplerConfig
 
-TUNABLE = ("order", "temperature", "top_p", "top_k", "block_length", "expand_start")
+TUNABLE = ("order", "temperature", "top_p", "top_k", "block_length", "expand_start", "cap_per_position")
+PER_TOKEN_STEPS = ("one per new token", "new tokens / tokens per step")  # the READMEs' steps = new tokens
 """The SamplerConfig fields a family's recommendation may set."""
 
 
@@ -34,6 +37,8 @@ def recommended_fields(denoiser: Any) -> dict[str, Any]:
             fields[name] = words[name]
     if isinstance(words.get("initial_masks"), int):
         fields["expand_start"] = words["initial_masks"]
+    if words.get("steps") in PER_TOKEN_STEPS:
+        fields["cap_per_position"] = True
     return fields
 
 
@@ -42,3 +47,16 @@ def with_recommended(config: SamplerConfig, denoiser: Any, explicit: set[str]) -
     (the fields the user set)."""
     fields = {k: v for k, v in recommended_fields(denoiser).items() if k not in explicit}
     return replace(config, **fields) if fields else config
+
+
+PUBLISHED_PASS_BUDGET = 48
+"""Forward passes a request's canvas may take in all (its fill, then the repair stage's retries,
+edits and fresh fills) with a published checkpoint, unless the user says otherwise: each of its
+passes costs a 152k-row output layer, and the repair steps were tuned on the shipped model. A
+two-line fill with a 20M-parameter Dream-layout checkpoint: docs/models.md."""
+
+
+def recommended_pass_budget(denoiser: Any, default: int | None) -> int | None:
+    """The pass budget a request gets unless the user set one: PUBLISHED_PASS_BUDGET for a
+    published checkpoint (a denoiser with a `family`), else `default`."""
+    return PUBLISHED_PASS_BUDGET if getattr(denoiser, "family", None) is not None else default

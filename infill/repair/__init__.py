@@ -42,7 +42,8 @@ class RepairPolicy:
     retries: int = 4  # rounds of syntax retries
     token_edits: int = 6  # parser-checked single-token edits per row
     fresh_fills: int = 4  # fresh fills of a span of several lines
-    pass_budget: int | None = 400  # no fresh fill starts once the canvas has had this many passes
+    pass_budget: int | None = 400  # the canvas's forward passes in all (its fill and every repair
+    #   step): no step starts once they are spent, and none runs past them
     only_where_broken: bool = False  # repair only the spans that had a syntax problem before
 
     def __post_init__(self) -> None:
@@ -105,12 +106,16 @@ def _repair(denoiser, document, canvas, sampled, config, policy, on_step, cancel
         return sampled
     problems_of = FillProblems(denoiser, document, canvas)
     rows = Rows.of(sampled, problems_of)
-    retry(denoiser, rows, problems_of, config, policy.retries, on_step, cancelled)
-    edit_rows(denoiser, canvas, rows, problems_of, policy.token_edits, cancelled)
-    no_fresh = replace(policy, fresh_fills=0, pass_budget=None)
+    budget = policy.pass_budget
+    retry(denoiser, rows, problems_of, config, policy.retries, on_step, cancelled, budget)
+    if budget is None or rows.forward_passes < budget:
+        edit_rows(denoiser, canvas, rows, problems_of, policy.token_edits, cancelled)
 
     def mend(fresh: SampleResult, hook: Callable[[Step], None] | None) -> SampleResult:
-        return _repair(denoiser, document, canvas, fresh, config, no_fresh, hook, cancelled)
+        """A fresh fill's own retries and edits, within what is left of the budget."""
+        left = None if budget is None else max(0, budget - rows.forward_passes - fresh.stats.forward_passes)
+        own = replace(policy, fresh_fills=0, pass_budget=left)
+        return _repair(denoiser, document, canvas, fresh, config, own, hook, cancelled)
 
     redraw(denoiser, canvas, rows, problems_of, config, policy.fresh_fills, policy.pass_budget, mend,
                 on_step, cancelled)  # fmt: skip

@@ -56,8 +56,9 @@ def redraw(
     cancelled: Callable[[], bool] | None = None,
 ) -> None:
     """Up to `restarts` fresh fills of the rows still broken, each mended by `mend(fresh,
-    on_step)` (its retries and edits). None starts once the forward passes made so far reach
-    `pass_budget` (None: no limit)."""
+    on_step)` (its retries and edits, within what the fill leaves of the budget). None starts
+    once the forward passes made so far reach `pass_budget`, and none runs past it (None: no
+    limit)."""
     slots = torch.tensor(canvas.editable())
     for restart in range(restarts):
         broken = [r for r, problems in enumerate(rows.problems) if problems]
@@ -67,6 +68,8 @@ def redraw(
         hook = None if on_step is None else partial(_as_restart, on_step, restart + 1)
         scale, order = FRESH_FILLS[restart % len(FRESH_FILLS)]
         afresh = replace(config, temperature=TEMPERATURE, seed=seed, length_scale=scale, order=order)
+        if pass_budget is not None:
+            afresh = replace(afresh, steps=min(afresh.steps, pass_budget - rows.forward_passes))
         fresh = sample(denoiser, rows.ids[broken], slots.expand(len(broken), -1), afresh, hook, cancelled)
         fresh = mend(fresh, hook)
         rows.stats.append(replace(fresh.stats, tokens=0, syntax_restarts=1))

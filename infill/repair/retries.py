@@ -42,9 +42,14 @@ def retry(
     rounds: int,
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    pass_budget: int | None = None,
 ) -> None:
-    """Up to `rounds` retries of the broken rows of `rows` (those that need one as one batch)."""
+    """Up to `rounds` retries of the broken rows of `rows` (those that need one as one batch),
+    within `pass_budget` forward passes for the rows in all (None: no bound)."""
     for round_index in range(rounds):
+        left = None if pass_budget is None else pass_budget - rows.forward_passes
+        if left is not None and left < 1:
+            break
         remask = torch.zeros_like(rows.ids, dtype=torch.bool)
         for r, problems in enumerate(rows.problems):
             if problems:
@@ -56,7 +61,7 @@ def retry(
             temperature=TEMPERATURE,
             seed=(config.seed or 0) + round_index + 1,
             length="given",
-            steps=min(config.steps, RETRY_STEPS),
+            steps=min(config.steps, RETRY_STEPS, left or RETRY_STEPS),
         )
         hook = None if on_step is None else partial(_as_retry, on_step, round_index + 1)
         trial = sample(denoiser, rows.ids, remask, retried, hook, cancelled)
