@@ -20,6 +20,9 @@ section of the client's configuration (``workspace/configuration``,
      "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
      "syntaxEdits": 6,                     # then parser-checked single-token edits
      "syntaxRestarts": 4,                  # then fresh fills of a multi-line fill still broken...
+     "protocol": "engine",                 # "authors": fill actions run a published model's own
+                                           #   loop, token for token (infill.authors: steps and
+                                           #   temperature apply, nothing else of the engine's)
      "passBudget": 400,                    # forward passes a fill and its repairs take in all
                                            #   (0: no bound; default 400, 48 for a published model)
      "threads": 2,                         # CPU threads for torch; default: torch's choice
@@ -61,6 +64,7 @@ class Settings:
     syntax_restarts: int | None = None
     pass_budget: int | None = None
     recall: bool = True  # one-line fills may take a line of the file (infill.recall)
+    protocol: str = "engine"  # "authors": fill actions run the model family's published loop
     device: str = "auto"  # these three: how infill.models.load loads model_path
     dtype: str = "auto"
     trust_remote_code: bool = False
@@ -70,7 +74,11 @@ class Settings:
         """Engine options: the sampler's defaults, then the model family's recommended settings
         (given the loaded `denoiser`: infill.models.defaults), overridden by what was set."""
         from infill.models.defaults import recommended_pass_budget, with_recommended
-        from infill.options import InfillOptions, SamplerConfig
+        from infill.options import AuthorsSettings, InfillOptions, SamplerConfig
+
+        if self.protocol == "authors":
+            authors = AuthorsSettings(steps=self.steps, temperature=self.temperature or 0.0)
+            return InfillOptions(context_length=self.context_length, protocol="authors", authors=authors)
 
         sampler = SamplerConfig()
         if self.steps is not None:
@@ -122,6 +130,7 @@ _KEYS = {
     "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "syntaxRestarts": ("syntax_restarts", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "passBudget": ("pass_budget", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "protocol": ("protocol", lambda v: v in ("engine", "authors"), '"engine" or "authors"'),
     "recall": ("recall", lambda v: isinstance(v, bool), "true or false"),
     "requestTimeout": (
         "request_timeout",

@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import pytest_lsp
 import torch
 from checkpoints import llada_name, llama_model, qwen2_model, write_checkpoint
+from lsp_support import SERVER, initialize_params, list_actions, open_document
+from lsprotocol import types
+from pytest_lsp import LanguageClient
 from safetensors.torch import load_file
 
 from infill.cli import EXIT_INPUT, EXIT_OK, main
@@ -357,3 +361,38 @@ def test_the_engine_protocol_refuses_a_published_order(tmp_path, capsys):
     path.write_text(SOURCE)
     assert main([str(path), "--lines", "2", "--order", "p2"]) == EXIT_INPUT
     assert "--protocol authors" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the server
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def authors_client(lsp_client: LanguageClient, folders):
+    options = {"modelPath": str(folders["Dream"]), "device": "cpu", "dtype": "float32", "threads": 1,
+               "protocol": "authors"}  # fmt: skip
+    lsp_client.initialize_result = await lsp_client.initialize_session(
+        initialize_params("visual-studio-code", options)
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_server_setting_runs_the_authors_loop(
+    authors_client: LanguageClient, folders, tmp_path, capsys
+):
+    """The server's fill of a selection is the CLI's `--protocol authors` fill, token for token."""
+    start, end = HOLES["mid-line"]
+    uri = "file:///project/sample.py"
+    open_document(authors_client, uri, SOURCE)
+    line, column = (int(n) - 1 for n in position(start).split(":"))
+    selection = (types.Position(line=line, character=column),
+                 types.Position(line=line, character=column + end - start))  # fmt: skip
+    [action, *_] = await list_actions(authors_client, uri, *selection)
+    resolved = await authors_client.code_action_resolve_async(action)
+    [document_edit] = resolved.edit.document_changes
+    [edit] = document_edit.edits
+    report = run_cli(tmp_path, capsys, folders["Dream"], HOLES["mid-line"])
+    assert edit.new_text == report["spans"][0]["new_text"]
+    errors = [m.message for m in authors_client.messages if m.type == types.MessageType.Error]
+    assert errors == []
