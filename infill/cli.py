@@ -368,13 +368,16 @@ def print_candidates(document: Document, candidates: list[Candidate], args: argp
 
 def stats_line(s: SampleStats, summary: str) -> str:
     how = "converged" if s.converged else "stopped at the step cap"
+    repair = ""
+    if s.repair_passes:
+        repair = f" (repair: {s.repair_passes} passes, {s.repair_seconds * 1000:.0f} ms)"
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
             f"({s.forward_passes} forward passes, {s.revisions} revisions"
             f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}"
             f"{f', token edits: {s.syntax_edits}' if s.syntax_edits else ''}"
             f"{f', fresh fills: {s.syntax_restarts}' if s.syntax_restarts else ''}"
             f"{f', lines recalled: {s.recalled}' if s.recalled else ''}), "
-            f"{s.seconds * 1000:.0f} ms, {how}")
+            f"{s.seconds * 1000:.0f} ms{repair}, {how}")
 
 
 class StepPrinter:

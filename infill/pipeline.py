@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -170,11 +170,15 @@ def repair_in_time(denoiser: Denoiser, job: Job, canvas: Canvas, sampled: Sample
         return hooks.out_of_time() or (hooks.cancelled is not None and hooks.cancelled())
 
     try:
-        return repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, stop)
+        repaired = repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, stop)
     except Cancelled:
         if not hooks.out_of_time():
             raise
         return sampled
+    before, after = sampled.stats, repaired.stats
+    stage = dict(repair_passes=after.forward_passes - before.forward_passes,
+                 repair_seconds=after.seconds - before.seconds)  # fmt: skip
+    return replace(repaired, stats=replace(after, **stage))
 
 
 def jobs_of(filled: list[Filled]) -> list[Job]:

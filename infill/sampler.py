@@ -95,6 +95,8 @@ class SampleStats:
     syntax_edits: int = 0  # single-token edits the parser checked (infill.repair.token_edits)
     syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (infill.repair.fresh_fills)
     recalled: int = 0  # one-line fills that took a line of the document instead (infill.recall)
+    repair_passes: int = 0  # of forward_passes, those the repair stage made (retries, edits, fresh fills)
+    repair_seconds: float = 0.0  # of seconds, the repair stage's
 
 
 @dataclass
@@ -365,4 +367,6 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         syntax_edits=sum(p.syntax_edits for p in parts),
         syntax_restarts=sum(p.syntax_restarts for p in parts),
         recalled=sum(p.recalled for p in parts),
+        repair_passes=sum(p.repair_passes for p in parts),
+        repair_seconds=sum(p.repair_seconds for p in parts),
     )

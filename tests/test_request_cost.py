@@ -57,6 +57,8 @@ def test_a_published_model_gets_its_pass_budget_in_all(dream, tmp_path, capsys):
     stats = report["stats"]
     assert stats["syntax_rounds"] >= 1  # the repair stage ran...
     assert stats["forward_passes"] <= PUBLISHED_PASS_BUDGET  # ...within the budget, fill included
+    assert stats["repair_passes"] >= 1  # --stats says what each stage cost: the fill took one
+    assert stats["forward_passes"] - stats["repair_passes"] == stats["tokens"]  # pass a position
 
 
 @pytest.mark.parametrize("budget", [20, 30])
