@@ -75,6 +75,15 @@ class LoopResult:
     def passes(self) -> int:
         return len(self.by_step)
 
+    def commit_at(self, x: torch.Tensor, where: torch.Tensor, tokens: torch.Tensor, chosen: torch.Tensor,
+                  mask_id: int) -> None:  # fmt: skip
+        """One step: of `tokens` (one for each position of the bool mask `where` of row x[0]),
+        write those at `chosen` (positions or a bool mask) into x and record them."""
+        proposed = torch.full_like(x[0], mask_id)
+        proposed[where] = tokens
+        x[0, chosen] = proposed[chosen]
+        self.commit(proposed[chosen].tolist())
+
 
 Network = Callable[[torch.Tensor], torch.Tensor]  # ids (1, L) -> logits (1, L, vocab), shift applied
 

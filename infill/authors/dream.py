@@ -61,9 +61,6 @@ def diffusion_generate(
         full = torch.full(x[0].shape, float("-inf"), dtype=score.dtype)
         full[masked] = score
         positions = torch.topk(full, number).indices  # (none when number is 0)
-        proposed = torch.full_like(x[0], mask_id)
-        proposed[masked] = tokens
-        x[0, positions] = proposed[positions]
-        result.commit(proposed[positions].tolist())
+        result.commit_at(x, masked, tokens, positions, mask_id)
     result.ids = x[0].tolist()
     return result

@@ -49,10 +49,6 @@ def generate(
         if to_mask > 0:
             remask[positions[torch.argsort(score)[:to_mask]]] = True
         x[0, remask] = mask_id
-        keep = masked & ~remask
-        proposed = torch.full_like(x[0], mask_id)
-        proposed[hole] = tokens
-        x[0, keep] = proposed[keep]
-        result.commit(proposed[keep].tolist())
+        result.commit_at(x, hole, tokens, masked & ~remask, mask_id)  # the masked ones not re-masked
     result.ids = x[0].tolist()
     return result
