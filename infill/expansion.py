@@ -44,7 +44,7 @@ import torch
 from infill.errors import Cancelled
 from infill.options import SamplerConfig
 from infill.prediction import CanvasPredictor
-from infill.sampler import SampleResult, SampleStats, Step, commit_positions, runs
+from infill.sampler import SampleResult, SampleStats, Step, candidates, commit_positions, runs, without_token
 from infill.unmasking import choose_tokens, rule_scores, sampling_distribution
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
@@ -192,15 +192,16 @@ class _RowRun:
         revisions = torch.tensor([[cell.revisions for cell in cells]])
         disbelieved = ~masked & (current < config.remask_threshold) & (revisions < config.max_revisions)
 
-        choices = probs.clone()
+        choices, vocab = candidates(probs)  # (the most likely tokens only, with a large vocabulary)
         at_budget = torch.tensor([[len(s.cells) >= s.budget for s in self.spans for _ in s.cells]])
         if last:
             at_budget[:] = True  # the last pass must leave no <mask> behind: no growing then
-        choices[..., denoiser.expand_id] *= ~at_budget
+        choices = without_token(choices, vocab, denoiser.expand_id, keep=~at_budget)
         dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
-        picked = choose_tokens(dist, config.temperature, self.generator)
-        picked_p = choices.gather(-1, picked.unsqueeze(-1)).squeeze(-1)
-        score = rule_scores(config.order, dist, picked, picked_p)
+        chosen = choose_tokens(dist, config.temperature, self.generator)
+        picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+        picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+        score = rule_scores(config.order, dist, chosen, picked_p)
         blocks = torch.zeros_like(picked)  # DreamOn decodes the span as one block
         commit = commit_positions(masked, torch.ones_like(masked), blocks, score, picked_p, config, step)
         remask = disbelieved & (not last)
