@@ -307,6 +307,9 @@ def probe_batch_size(tok: CodeTokenizer, model_args: dict, seq_len: int, device:
             fits = torch.cuda.max_memory_allocated(device) < 0.75 * total
         except torch.OutOfMemoryError:
             fits = False
+        except Exception as error:  # noqa: BLE001 - a probe that fails otherwise must not cost the lease
+            print(f"recipe: the batch probe failed ({error!r}); batch {BATCH_SIZES[1]}", flush=True)
+            return BATCH_SIZES[1]
         del model, optimizer
         torch.cuda.empty_cache()
         if fits:
