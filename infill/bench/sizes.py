@@ -24,7 +24,7 @@ from infill.spans import Span
 from infill.tokenizer import CodeTokenizer
 
 # (hidden size, layers): the shipped size, and the candidates for the GPU recipe's larger model
-SIZES = ((256, 4), (256, 6), (320, 6), (384, 4), (384, 6), (448, 6), (512, 6))
+SIZES = ((256, 4), (256, 6), (320, 6), (384, 4), (384, 5), (448, 4), (384, 6), (448, 6), (512, 6))
 CONTEXTS = (256, 512)
 
 
