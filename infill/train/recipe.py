@@ -144,8 +144,9 @@ class Deadlines:
         began = self.clock()
         yield
         self.took[name] = round(self.clock() - began, 1)
-        print(f"recipe: {name} took {self.took[name]:.0f} s, {self.left(name):.0f} s before its deadline",
-              flush=True)  # fmt: skip
+        left = self.left(name)
+        when = f"{abs(left):.0f} s {'before' if left >= 0 else 'after'} its deadline"
+        print(f"recipe: {name} took {self.took[name]:.0f} s, ended {when}", flush=True)
 
 
 def process_age() -> float:
