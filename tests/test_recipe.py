@@ -73,6 +73,7 @@ def test_tiny_recipe_exports_shards_with_an_index_that_the_loader_reads(tiny_run
     assert training["steps"] == TINY_STEPS and training["complete"] is True
     assert [row["step"] for row in training["log"] if "loss" in row][-1] == TINY_STEPS
     assert set(training["phases"]) == {"corpus", "probe", "train"}  # the export's own is not over yet
+    assert training["sources"] and all("license" in entry for entry in training["sources"].values())
     assert model_card(export).name == "infill recipe model (tiny)"
 
 

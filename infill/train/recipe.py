@@ -341,6 +341,7 @@ def export(
         "complete": complete,
         "phases": phases,
         "licenses": manifest.get("licenses", {}),
+        "sources": manifest.get("sources", {}),  # per package: origin, version, license (the manifest stays)
     }
     shard = TINY_SHARD if settings.tiny else MAX_SHARD  # tiny: shards all the same, to check them
     target = export_model(checkpoint, out / "export", info, log=read_log(out), shard=shard)
