@@ -340,3 +340,11 @@ def test_quality_takes_its_tasks_from_a_repositorys_held_out_files(tiny_backend,
     assert bench.main(argv) == 0
     tasks = json.loads(out.read_text())["tasks"]
     assert len(tasks) == 3 and {t["path"] for t in tasks} <= heldout and heldout
+
+
+def test_sizes_takes_the_sizes_and_canvases_to_time(capsys):
+    args = bench_cli.build_parser().parse_args(["sizes", "--sizes", "384x4, 384x5", "--contexts", "512"])
+    assert args.sizes == [(384, 4), (384, 5)] and args.contexts == [512]
+    with pytest.raises(SystemExit):
+        bench_cli.build_parser().parse_args(["sizes", "--sizes", "384by5"])
+    assert "not HIDDENxLAYERS" in capsys.readouterr().err

@@ -197,3 +197,11 @@ def test_ast_spans_count_lines_as_ast_does_across_form_feeds():
     text = 'x = 1\n\x0c\ndef f():\n    """Doc \u00e9."""\n    return "\u00e9" + "b"\n'
     spans = {kind: text[a:b] for kind, a, b in corpus.ast_spans(text) if kind in ("docstring", "body")}
     assert spans == {"docstring": '"""Doc \u00e9."""', "body": '    return "\u00e9" + "b"'}
+
+
+def test_a_cut_parallel_map_keeps_the_first_results_in_order_and_stops_its_pool():
+    items = [f"x{i}" * (i + 1) for i in range(200)]
+    whole = corpus.parallel_map(len, items, workers=2, desc="test")
+    assert whole == [len(item) for item in items]
+    cut = corpus.parallel_map(len, items, workers=2, desc="test", cut=lambda done: done >= 37)
+    assert cut == whole[:37]

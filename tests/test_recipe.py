@@ -1,5 +1,6 @@
 """The GPU recipe at toy scale on the CPU, end to end: corpus, training, sharded export, reload,
-a fill through the CLI; and what makes it safe to cut into commands (resume, SIGTERM)."""
+a fill through the CLI; its time plan (phases that add up to one command, a phase that runs long
+cut, never the export); and a further command going on from the first one's checkpoint."""
 
 from __future__ import annotations
 
@@ -17,7 +18,20 @@ from infill.backend import load_backend
 from infill.model import InfillModel
 from infill.model_info import count_parameters, model_card
 from infill.train.cli import main as train_main
+from infill.train.corpus import MIN_FILES_WHEN_CUT
 from infill.train.export import MAX_FILES, MAX_SHARD_BYTES
+from infill.train.recipe import (
+    COMMAND_SECONDS,
+    GPU_PLAN,
+    MORE_LR,
+    TINY_MORE_STEPS,
+    TINY_STEPS,
+    Deadlines,
+    Phase,
+    TimePlan,
+    more_plan,
+    recipe,
+)
 from infill.train.train import StopSignal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,8 +70,10 @@ def test_tiny_recipe_exports_shards_with_an_index_that_the_loader_reads(tiny_run
     assert count_parameters(export) == sum(p.numel() for p in backend.model.parameters())
 
     training = json.loads((export / "training.json").read_text())
-    assert training["steps"] == 6 and training["complete"] is True
-    assert [row["step"] for row in training["log"] if "loss" in row][-1] == 6
+    assert training["steps"] == TINY_STEPS and training["complete"] is True
+    assert [row["step"] for row in training["log"] if "loss" in row][-1] == TINY_STEPS
+    assert set(training["phases"]) == {"corpus", "probe", "train"}  # the export's own is not over yet
+    assert training["sources"] and all("license" in entry for entry in training["sources"].values())
     assert model_card(export).name == "infill recipe model (tiny)"
 
 
@@ -75,18 +91,71 @@ def test_the_exported_model_fills_a_file_through_the_cli(tiny_run: Path, tmp_pat
     assert source.read_text() == text  # without --write the file is not touched
 
 
-def test_the_same_command_resumes_and_a_finished_run_is_not_trained_again(tmp_path: Path):
+def test_a_further_command_goes_on_from_the_checkpoint_with_a_new_schedule_and_exports_again(tmp_path: Path):
     run = tmp_path / "run"
     args = ["recipe", "--device", "cpu", "--tiny", "--out", str(run), "--workers", "1"]  # a DataLoader worker
     assert train_main(args) == 0
-    settings = json.loads((run / "recipe.json").read_text())
-    settings["steps"] = 9  # as if the first command had been cut after 6 of 9 steps
-    (run / "recipe.json").write_text(json.dumps(settings))
-    assert train_main(args) == 0
-    steps = [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()]
-    assert steps[-1] == 9 and steps == sorted(steps)
-    assert train_main(args) == 0  # finished: exports again, trains no further
-    assert json.loads((run / "export" / "training.json").read_text())["steps"] == 9
+    assert json.loads((run / "export" / "training.json").read_text())["steps"] == TINY_STEPS
+    with pytest.raises(SystemExit, match="first command follows"):  # the first command has its plan
+        train_main(["recipe", "--device", "cpu", "--tiny", "--out", str(tmp_path / "new"), "--minutes", "2"])
+
+    assert train_main([*args, "--minutes", "2"]) == 0
+    rows = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    steps = [row["step"] for row in rows]
+    assert steps[-1] == TINY_STEPS + TINY_MORE_STEPS and steps == sorted(steps)
+    further = [row for row in rows if "lr" in row and row["step"] > TINY_STEPS]
+    assert further and all(row["lr"] <= MORE_LR for row in further)  # its own, lower schedule
+    training = json.loads((run / "export" / "training.json").read_text())
+    assert training["steps"] == TINY_STEPS + TINY_MORE_STEPS and set(training["phases"]) == {"train"}
+
+
+def test_the_gpu_plan_fits_one_command_and_ends_with_the_export():
+    names = [phase.name for phase in GPU_PLAN.phases]
+    assert names == ["launch", "corpus", "probe", "train", "export"]
+    assert GPU_PLAN.seconds <= COMMAND_SECONDS <= 9 * 60  # a command may take 10; the copies follow
+    assert GPU_PLAN.deadline("corpus") - GPU_PLAN.deadline("launch") <= 120  # the corpus: 2 minutes
+    assert GPU_PLAN.deadline("export") == GPU_PLAN.seconds
+    assert max(GPU_PLAN.phases, key=lambda phase: phase.seconds).name == "train"
+    assert all(phase.seconds > 0 and phase.basis for phase in GPU_PLAN.phases)
+    further = more_plan(3)
+    assert [p.name for p in further.phases] == ["launch", "train", "export"] and further.seconds == 180
+
+
+class FakeClock:
+    """Seconds that pass only when the test says so, or `tick` seconds at every reading."""
+
+    def __init__(self, tick: float = 0.0):
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_a_phase_that_runs_long_takes_its_time_from_training_not_from_the_export():
+    clock = FakeClock()
+    deadlines = Deadlines(GPU_PLAN, clock, origin=0.0)
+    with deadlines.phase("corpus"):
+        clock.now += 400  # far over the corpus's 120 s
+    assert deadlines.took["corpus"] == 400 and deadlines.passed("corpus")
+    assert deadlines.left("train") == GPU_PLAN.deadline("train") - 400  # training is what gets shorter
+    assert deadlines.left("export") == GPU_PLAN.seconds - 400  # the command's end does not move
+    with pytest.raises(KeyError):
+        deadlines.phase("nap").__enter__()
+
+
+def test_an_overrunning_corpus_is_cut_training_makes_one_step_and_the_export_is_written(tmp_path: Path):
+    budgets = {"launch": 0, "corpus": 5, "probe": 1, "train": 1, "export": 5}
+    plan = TimePlan(tuple(Phase(name, seconds, "a test") for name, seconds in budgets.items()))
+    clock = FakeClock(tick=1.0)  # every reading of the clock is a second: each phase runs long
+    run = tmp_path / "run"
+    recipe(run, device="cpu", tiny=True, workers=0, deadlines=Deadlines(plan, clock, origin=0.0))
+
+    counts = json.loads((run / "manifest.json").read_text())["counts"]
+    assert counts["cut"] > 0 and MIN_FILES_WHEN_CUT <= counts["kept"] < 40  # 40: the tiny corpus uncut
+    training = json.loads((run / "export" / "training.json").read_text())
+    assert training["steps"] == 1 and training["phases"]["corpus"] > plan.deadline("corpus")
+    assert load_backend(run / "export").model is not None
 
 
 def test_sigterm_becomes_a_flag_the_training_loop_checks():

@@ -50,6 +50,7 @@ from tqdm import tqdm
 
 from infill.backend import DEFAULT_MODEL_DIR, Denoiser
 from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, engine_options, rule_options, run_quality
+from infill.bench.sizes import CONTEXTS, SIZES, parse_sizes
 from infill.bench.tasks import KINDS, code_lines, heldout_sources
 from infill.document import document_from_bytes
 from infill.errors import ModelError
@@ -186,7 +187,7 @@ def sizes(args: argparse.Namespace) -> dict:
     """Size against speed: random-weight models of several sizes, one-line fill, fixed passes."""
     import torch
 
-    from infill.bench.sizes import CONTEXTS, SIZES, format_rows, measure_size
+    from infill.bench.sizes import format_rows, measure_size
     from infill.tokenizer import CodeTokenizer
 
     if args.threads:
@@ -196,8 +197,8 @@ def sizes(args: argparse.Namespace) -> dict:
     code = code_lines(text)
     span = line_span(text, code[len(code) // 2], code[len(code) // 2])
     rows = []
-    for context in CONTEXTS:
-        for hidden, layers in tqdm(SIZES, desc=f"sizes (context {context})"):
+    for context in args.contexts:
+        for hidden, layers in tqdm(args.sizes, desc=f"sizes (context {context})"):
             row = measure_size(tokenizer, text, span, hidden, layers, context, args.passes, args.repeat)
             rows.append(row)
     print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes, "
@@ -233,6 +234,13 @@ def shapes(args: argparse.Namespace) -> dict:
     print(format_rows(rows))
     return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows],
             "known_shapes": list(SHAPES)}  # fmt: skip
+
+
+def size_list(text: str) -> list[tuple[int, int]]:
+    try:
+        return parse_sizes(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
     parser.add_argument("--passes", type=int, default=12, help="sizes, shapes: denoising passes per fill")
+    parser.add_argument("--sizes", type=size_list, default=list(SIZES), metavar="HxL,...",
+                        help="sizes: hidden size x layers of each model to time (default: "
+                        + ",".join(f"{h}x{n}" for h, n in SIZES) + ")")  # fmt: skip
+    parser.add_argument("--contexts", type=lambda v: [int(c) for c in v.split(",")], default=list(CONTEXTS),
+                        metavar="N,...", help="sizes: canvas lengths in tokens (default: "
+                        + ",".join(map(str, CONTEXTS)) + ")")  # fmt: skip
     parser.add_argument(
         "--shapes",
         type=lambda v: v.split(","),

@@ -23,8 +23,20 @@ from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span
 from infill.tokenizer import CodeTokenizer
 
-SIZES = ((128, 4), (256, 4), (256, 6), (384, 6), (512, 8))  # (hidden size, layers)
+# (hidden size, layers): the shipped size, and the candidates for the GPU recipe's larger model
+SIZES = ((256, 4), (256, 6), (320, 6), (384, 4), (384, 5), (448, 4), (384, 6), (448, 6), (512, 6))
 CONTEXTS = (256, 512)
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """`256x6,384x6` -> [(256, 6), (384, 6)] (hidden size x layers)."""
+    sizes = []
+    for item in text.split(","):
+        hidden, _, layers = item.strip().partition("x")
+        if not (hidden.isdigit() and layers.isdigit()):
+            raise ValueError(f"{item!r} is not HIDDENxLAYERS (e.g. 384x6)")
+        sizes.append((int(hidden), int(layers)))
+    return sizes
 
 
 @dataclass

@@ -10,8 +10,9 @@
     infill-train plot --out runs/v0                     # loss curves -> runs/v0/loss.png
     infill-train plot --out runs/a --compare runs/b runs/c --png cmp.png
                                                         # held-out loss of runs against hours
-    infill-train recipe --device cuda --out runs/gpu --minutes 20
-                                                        # the GPU recipe, re-entrant (docs/gpu-recipe.md)
+    infill-train recipe --device cuda --out runs/gpu   # the GPU recipe in 9 minutes (docs/gpu-recipe.md)
+    infill-train recipe --device cuda --out runs/gpu --minutes 3
+                                                        # a further command: trains on, exports again
     infill-train recipe --device cpu --tiny --out /tmp/tiny
                                                         # the same at toy scale
     infill-train finetune --source ~/src/project --out models/project --minutes 20
@@ -187,10 +188,8 @@ def stage_recipe(args) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    minutes = 20.0 if args.minutes is None else args.minutes
-    session = None if args.session_minutes <= 0 else args.session_minutes
     workers, batch, limit = args.workers, args.batch_size, args.limit_files
-    recipe(args.out, args.device, args.tiny, minutes, session, workers, batch, limit)
+    recipe(args.out, args.device, args.tiny, args.minutes, workers, batch, limit)
 
 
 def stage_finetune(args) -> None:
@@ -242,8 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "many steps even if --minutes are left")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None, help="peak (model: 2e-3; finetune: 5e-4)")
     parser.add_argument("--minutes", type=float, default=None,
-                        help="model: wall-clock budget for this run; recipe, finetune: the training time, "
-                        "counted over resumed runs (default 20)")
+                        help="model: wall-clock budget for this run; finetune: the training time, "
+                        "counted over resumed runs (default 20); recipe: a further command's wall time "
+                        "(default 3; the first command follows its 9-minute plan)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--workers", type=int, default=None,
                         help="model, recipe: processes making training batches (0: the training process; "
@@ -265,9 +265,6 @@ def build_parser() -> argparse.ArgumentParser:
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument("--device", default="cuda", help="cuda or cpu (default cuda)")
     recipe.add_argument("--tiny", action="store_true", help="the whole recipe at toy scale")
-    recipe.add_argument("--session-minutes", type=float, default=8.5,
-                        help="stop training after this long in this command (it resumes in the next; "
-                        "0: no limit; default 8.5, for commands of at most 10 minutes)")  # fmt: skip
     tune = parser.add_argument_group("finetune")
     tune.add_argument("--source", type=Path, default=None, help="the repository to fine-tune on")
     tune.add_argument("--model", type=Path, default=None, help="model to start from (default: shipped)")

@@ -23,6 +23,7 @@ else the License :: classifiers; "PSF" for the standard library; "unknown" if no
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gzip
 import hashlib
@@ -54,6 +55,9 @@ HELDOUT_PACKAGES = frozenset(
 EXCLUDED_PACKAGES = frozenset({"infill", "lsp_server"})
 
 MIN_CHARS, MAX_CHARS = 200, 300_000
+MIN_FILES_WHEN_CUT = 32  # a corpus cut short by its deadline still has this many files
+
+Cut = Callable[[int], bool]  # given the files done so far: whether to stop here
 NEAR_DUPLICATE_THRESHOLD = 0.7  # estimated Jaccard similarity of 5-token shingle sets
 
 
@@ -180,11 +184,18 @@ class Candidate:
     text: str
 
 
-def scan_files(roots: list[Path], counts: Counter, limit: int | None = None) -> list[Candidate]:
-    """Read and filter every Python file under the roots (at most `limit` candidates)."""
+def scan_files(
+    roots: list[Path], counts: Counter, limit: int | None = None, cut: Cut | None = None
+) -> list[Candidate]:
+    """Read and filter every Python file under the roots (at most `limit` candidates; when `cut`
+    says so, the files not yet read are left out and counted as "cut")."""
     found = []
-    for root, path in tqdm(list(iter_python_files(roots)), desc="scan", unit="file"):
+    paths = list(iter_python_files(roots))
+    for n, (root, path) in enumerate(tqdm(paths, desc="scan", unit="file")):
         if limit is not None and len(found) >= limit:
+            break
+        if cut is not None and cut(len(found)):
+            counts["cut"] += len(paths) - n
             break
         relative = path.relative_to(root)
         package = package_of(relative)
@@ -204,27 +215,39 @@ def scan_files(roots: list[Path], counts: Counter, limit: int | None = None) -> 
     return found
 
 
-def parallel_map(function: Callable, items: list, workers: int, desc: str) -> list:
-    """[function(item) for item in items], in `workers` processes when more than one."""
-    if workers <= 1 or len(items) < 2 * workers:
-        return [function(item) for item in tqdm(items, desc=desc, unit="file")]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return list(tqdm(pool.imap(function, items, chunksize=16), total=len(items), desc=desc, unit="file"))
+def parallel_map(function: Callable, items: list, workers: int, desc: str, cut: Cut | None = None) -> list:
+    """[function(item) for item in items], in `workers` processes when more than one; only the
+    first results when `cut` says so (the pool is then stopped)."""
+    results: list = []
+    with contextlib.ExitStack() as stack:
+        if workers <= 1 or len(items) < 2 * workers:
+            mapped = map(function, items)
+        else:
+            pool = stack.enter_context(multiprocessing.get_context("fork").Pool(workers))
+            mapped = pool.imap(function, items, chunksize=16)
+        for result in tqdm(mapped, total=len(items), desc=desc, unit="file"):
+            if cut is not None and cut(len(results)):
+                break
+            results.append(result)
+    return results
 
 
 def deduplicate(
-    files: list[Candidate], counts: Counter, threshold: float | None, workers: int = 1
+    files: list[Candidate], counts: Counter, threshold: float | None, workers: int = 1, cut: Cut | None = None
 ) -> list[Candidate]:
     """Drop exact and (unless `threshold` is None) near duplicates; held-out files win ties.
 
     Files are considered held-out first, then training, each group in scan order; the first of
     a group of duplicates is kept. The result keeps the scan order. The MinHash signatures are
-    computed in `workers` processes."""
+    computed in `workers` processes; files left without one by `cut` are left out."""
     seen: set[str] = set()
     index = NearDuplicateIndex(threshold) if threshold is not None else None
     keep = set()
+    if index is not None:
+        signatures = parallel_map(minhash, [f.text for f in files], workers, "minhash", cut)
+        counts["cut"] += len(files) - len(signatures)
+        files = files[: len(signatures)]
     priority = sorted(range(len(files)), key=lambda i: files[i].split != "heldout")
-    signatures = parallel_map(minhash, [f.text for f in files], workers, "minhash") if index else []
     for i in tqdm(priority, desc="dedupe", unit="file"):
         text = files[i].text
         digest = hashlib.sha1("\n".join(ln.rstrip() for ln in text.splitlines()).encode()).hexdigest()
@@ -245,21 +268,29 @@ def build_corpus(
     limit: int | None = None,
     near_duplicate_threshold: float | None = NEAR_DUPLICATE_THRESHOLD,
     workers: int = 1,
+    deadline: Callable[[], bool] | None = None,
 ) -> dict:
     """Scan, filter, dedupe and split; write corpus.jsonl.gz and manifest.json. Returns the manifest.
 
     limit: scan only until this many files passed the filters (a quick, smaller corpus).
     near_duplicate_threshold: None keeps near duplicates (only exact ones are dropped).
     workers: processes for the per-file work (MinHash signatures, AST spans).
-    The texts are held in memory until written (about 260 MB for this machine's sources)."""
+    deadline: once it returns True, the work is cut short: the files done so far (at least
+    MIN_FILES_WHEN_CUT) make the corpus, the others are counted as "cut" (scan order: the
+    standard library first). Writing the corpus is not cut.
+    The texts are held in memory until written (about 240 MB for this machine's sources)."""
     roots = roots or source_roots()
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: Counter = Counter()
-    files = deduplicate(scan_files(roots, counts, limit), counts, near_duplicate_threshold, workers)
+    cut = None if deadline is None else lambda done: done >= MIN_FILES_WHEN_CUT and deadline()
+    files = scan_files(roots, counts, limit, cut)
+    files = deduplicate(files, counts, near_duplicate_threshold, workers, cut)
     packages: dict[str, Counter] = {"train": Counter(), "heldout": Counter()}
-    spans = parallel_map(ast_spans, [f.text for f in files], workers, "spans")
+    spans = parallel_map(ast_spans, [f.text for f in files], workers, "spans", cut)
+    counts["cut"] += len(files) - len(spans)
+    files = files[: len(spans)]
     tmp = out_dir / "corpus.jsonl.gz.tmp"
-    with gzip.open(tmp, "wt", encoding="utf-8") as out:
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as out:  # fast: it is read once
         for f, found in zip(files, spans):
             record = CorpusFile(str(f.relative), str(f.root), f.package, f.split, f.text, found)
             out.write(json.dumps(record.__dict__) + "\n")

@@ -1,29 +1,37 @@
-"""The GPU recipe: corpus -> model -> export in one command, made for short, rare GPU time.
+"""The GPU recipe: corpus -> model -> export in one command that keeps to a time plan.
 
-    infill-train recipe --device cuda --out runs/gpu --minutes 20 --session-minutes 8.5
-    infill-train recipe --device cpu --tiny --out /tmp/tiny      # the whole recipe at toy scale
+    infill-train recipe --device cuda --out /tmp/infill-gpu       # the whole job, 9 minutes
+    infill-train recipe --device cuda --out /tmp/infill-gpu --minutes 3
+                                                                  # optional: train on, 3 minutes
+    infill-train recipe --device cpu --tiny --out /tmp/tiny       # the same code at toy scale
 
-A GPU comes in commands of at most 10 minutes, 30 minutes in all, on a machine whose disk is kept
-only while commands follow each other closely. So everything lives in `--out` and the command
-is re-entrant: run it again and it goes on where it stopped. Each run
+GPU time comes in leases of 15 minutes, machine start included, at most 10 minutes a command. So
+one command does the whole job, following `GPU_PLAN`: phases with budgets that add up to 9
+minutes. Each phase ends by its deadline (the sum of the budgets up to it, counted from the
+process's start), whatever the phases before it took: a phase that runs long is cut, never the
+export. The phases:
 
-1. builds the corpus from the Python sources of the machine it runs on (`infill.train.corpus`:
-   the same filters, deduplication, license manifest and held-out packages as always; the
-   per-file work in `--workers` processes), once;
-2. takes the shipped tokenizer, and the batch size: the largest of `BATCH_SIZES` whose training
-   step fits in the GPU's memory (a probe, once; both are kept in `recipe.json`);
-3. trains (`infill.train.train`: bfloat16 autocast, fused attention through PyTorch's
-   scaled_dot_product_attention, `--workers` DataLoader processes making batches) until the
-   training budget (`--minutes`, counted over all runs; the learning rate decays over it) or this
-   run's own time (`--session-minutes`) is used up, checkpointing every few minutes, on SIGTERM
-   and at the end;
-4. exports the checkpoint to `<out>/export`: float16 safetensors shards of at most 15 MB with
-   their index, config.json, tokenizer.json, training.json (with the training log) and loss.png,
-   at most 8 files, the files to bring back. Every run exports, so each command hands back a
-   usable model; training.json says whether the budget was used up ("complete").
+1. launch: the interpreter, torch and CUDA starting (before this code runs);
+2. corpus: built from the Python sources of the machine it runs on (`infill.train.corpus`: the
+   same filters, deduplication, license manifest and held-out packages as always; the per-file
+   work in `--workers` processes); at its deadline the files done so far make the corpus;
+3. probe: the shipped tokenizer, and the batch size: the largest of `BATCH_SIZES` whose training
+   step fits in the GPU's memory (both kept in `recipe.json`);
+4. train (`infill.train.train`: bfloat16 autocast, fused attention, `--workers` DataLoader
+   processes making batches): the learning rate warms up and decays over the time left until
+   the phase's deadline, and training stops there (at least one step, so there is something to
+   export); a checkpoint is written every few minutes, on SIGTERM and at the end;
+5. export: float16 safetensors shards of at most 15 MB with their index, config.json,
+   tokenizer.json, training.json (with the training log and the seconds each phase took) and
+   loss.png in `<out>/export`, at most 8 files: the files to bring back.
+
+A further command on the same `--out` (the machine's disk) goes on from the checkpoint, with a
+new, lower schedule over its own `--minutes` (`more_plan`: launch, train, export), and exports
+again: every command leaves a usable model.
 
 The model size comes from CPU measurements (`infill-bench sizes`, docs/gpu-recipe.md): the largest
-whose one-line fill stays under 250 ms on two cores with the context cache at a 512-token canvas.
+whose one-line fill stays within about 400 ms on two cores with the context cache at a 512-token
+canvas (half the autoregressive baseline's 0.8 s).
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -42,27 +52,125 @@ from infill.model import InfillConfig, InfillModel
 from infill.tokenizer import CodeTokenizer
 from infill.train.corpus import build_corpus, source_roots, stdlib_root
 from infill.train.export import MAX_SHARD, export_model, read_log
-from infill.train.train import TrainConfig, finished, train
+from infill.train.train import TrainConfig, train
 
-# The largest size measured whose one-line fill at a 512-token canvas stays under 250 ms on two
-# cores with the context cache (`infill-bench sizes`; the figures are in docs/gpu-recipe.md).
-RECIPE_MODEL = {"hidden_size": 256, "num_layers": 4, "num_heads": 4}
+# The largest size measured whose one-line fill at a 512-token canvas stays within about 400 ms on
+# two cores with the context cache (`infill-bench sizes`; the figures are in docs/gpu-recipe.md).
+RECIPE_MODEL = {"hidden_size": 384, "num_layers": 4, "num_heads": 6}
 RECIPE_CONTEXT = 512
 BATCH_SIZES = (256, 128, 64, 32)  # largest first; more than 256 x 512 tokens a step leaves too few steps
+LR = 2e-3
+MORE_LR = LR / 4  # a further command's peak: the first schedule has already decayed
 TINY_MODEL = {"hidden_size": 64, "num_layers": 2, "num_heads": 2}
+TINY_STEPS, TINY_MORE_STEPS = 6, 3
 TINY_SHARD = "400KB"
+
+
+# --------------------------------------------------------------------------- the time plan
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float  # its budget
+    basis: str  # where the figure comes from
+
+
+@dataclass(frozen=True)
+class TimePlan:
+    """The phases of one command, in order. A phase's deadline is the sum of the budgets up to and
+    including it, counted from the command's start."""
+
+    phases: tuple[Phase, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(phase.seconds for phase in self.phases)
+
+    def deadline(self, name: str) -> float:
+        total = 0.0
+        for phase in self.phases:
+            total += phase.seconds
+            if phase.name == name:
+                return total
+        raise KeyError(f"the plan has no phase {name!r}")
+
+    def describe(self) -> str:
+        rows = [f"{p.name} {p.seconds:.0f} s (by {self.deadline(p.name):.0f} s)" for p in self.phases]
+        return ", ".join(rows)
+
+
+COMMAND_SECONDS = 9 * 60  # one command: under the 10 a command may take, with room for the copies
+
+# The GPU figures are estimates from CPU measurements (docs/gpu-recipe.md, "The time plan") until a
+# GPU run reports its own: training.json's "phases" holds the seconds each phase took.
+GPU_PLAN = TimePlan(
+    (
+        Phase("launch", 20, "python and the imports: 3.7 s on the CPU machine; then the CUDA context"),
+        Phase("corpus", 120, "215 s in one CPU process: 18 s serial, 197 s over 14 processes: ~32 s, x2"),
+        Phase("probe", 20, "a training step at batch 256 x 512 and the CUDA kernels' first use"),
+        Phase("train", 340, "reading the corpus (15 s on the CPU), the DataLoader workers, steps to the end"),
+        Phase("export", 30, "the last checkpoint (0.2 s on the CPU), the export (0.6 s), workers stopping"),
+    )
+)
+
+
+def more_plan(minutes: float) -> TimePlan:
+    """A further command of `minutes` on the same machine: train on, then export."""
+    launch, export = GPU_PLAN.phases[0], GPU_PLAN.phases[-1]
+    train = 60 * minutes - launch.seconds - export.seconds
+    if train < 30:
+        raise SystemExit(f"infill-train recipe: {minutes} minutes leave no time to train (at least 1.4)")
+    return TimePlan((launch, Phase("train", train, "the rest of --minutes"), export))
+
+
+class Deadlines:
+    """The plan against a clock: how long a phase has left, and the seconds each one took."""
+
+    def __init__(self, plan: TimePlan, clock: Callable[[], float] = time.time, origin: float | None = None):
+        self.plan, self.clock = plan, clock
+        self.origin = clock() - process_age() if origin is None else origin
+        self.took: dict[str, float] = {}
+
+    def left(self, name: str) -> float:
+        return self.origin + self.plan.deadline(name) - self.clock()
+
+    def passed(self, name: str) -> bool:
+        return self.left(name) <= 0
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.plan.deadline(name)  # a phase the plan does not have is an error
+        began = self.clock()
+        yield
+        self.took[name] = round(self.clock() - began, 1)
+        left = self.left(name)
+        when = f"{abs(left):.0f} s {'before' if left >= 0 else 'after'} its deadline"
+        print(f"recipe: {name} took {self.took[name]:.0f} s, ended {when}", flush=True)
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux's /proc; 0 where there is none)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+# --------------------------------------------------------------------------- the recipe
 
 
 @dataclass
 class RecipeSettings:
-    """What a recipe run trains; written to recipe.json by the first run and reused by the next."""
+    """What a recipe run trains; written to recipe.json by the first command, reused by the next."""
 
     device: str
     tiny: bool
     seq_len: int
     batch_size: int
     lr: float
-    budget_minutes: float | None
     steps: int
     model: dict = field(default_factory=dict)
 
@@ -75,61 +183,91 @@ def recipe(
     out: Path,
     device: str = "cuda",
     tiny: bool = False,
-    minutes: float = 20.0,
-    session_minutes: float | None = 8.5,
+    minutes: float | None = None,
     workers: int | None = None,
     batch_size: int | None = None,
     limit_files: int | None = None,
+    deadlines: Deadlines | None = None,
 ) -> Path:
-    """Run (or go on with) the recipe in `out`; returns `out/export`."""
-    started = time.time()
+    """The first command (no checkpoint in `out`) or a further one of `minutes`; returns `out/export`."""
+    further = (out / "checkpoint" / "state.pt").exists()
+    if minutes is not None and not further:
+        plan = f"GPU_PLAN, {GPU_PLAN.seconds / 60:.0f} minutes"
+        raise SystemExit(
+            f"infill-train recipe: the first command follows {plan}; --minutes is for a further one"
+        )
+    if deadlines is None:
+        deadlines = Deadlines(more_plan(minutes or 3.0) if further else GPU_PLAN)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("infill-train recipe: --device cuda, torch sees no GPU (or: --device cpu --tiny)")
     if workers is None:  # on a GPU machine all cores but two make batches; on a CPU they train
         workers = 0 if tiny or not device.startswith("cuda") else max(1, (os.cpu_count() or 4) - 2)
+    which = "a further command" if further else "the first command"
+    print(f"recipe: {which}; {deadlines.plan.describe()}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    if not (out / "corpus.jsonl.gz").exists():
-        roots = [stdlib_root()] if tiny else source_roots()
-        limit = limit_files or (40 if tiny else None)
-        manifest = build_corpus(out, roots=roots, limit=limit, workers=max(1, workers))
-        print(f"recipe: corpus {json.dumps(manifest['counts'])}", flush=True)
-    tokenizer_path = out / "tokenizer.json"
-    if not tokenizer_path.exists():
-        shutil.copyfile(DEFAULT_MODEL_DIR / "tokenizer.json", tokenizer_path)
-    tok = CodeTokenizer.load(out)
-    settings = recipe_settings(out, tok, device, tiny, minutes, batch_size)
-    config = TrainConfig(
+    if not further:
+        with deadlines.phase("corpus"):
+            build_corpus_once(out, tiny, workers, limit_files, lambda: deadlines.passed("corpus"))
+        with deadlines.phase("probe"):
+            settings = recipe_settings(out, device, tiny, batch_size)
+    else:
+        settings = recipe_settings(out, device, tiny, batch_size)
+    config = train_config(out, settings, workers, further, stop_at=time.time() + deadlines.left("train"))
+    with deadlines.phase("train"):
+        if device.startswith("cuda"):
+            torch.backends.cuda.matmul.allow_tf32 = True
+        train(config, CodeTokenizer.load(out))
+    state = torch.load(out / "checkpoint" / "state.pt", weights_only=True, map_location="cpu")
+    complete = state["step"] >= config.steps or deadlines.passed("train")  # not stopped by SIGTERM
+    with deadlines.phase("export"):
+        target = export(out, settings, state, complete, deadlines.took)
+    return target
+
+
+def build_corpus_once(out: Path, tiny: bool, workers: int, limit: int | None, deadline) -> None:
+    """The corpus of this machine's Python sources (the standard library alone when tiny), once."""
+    if (out / "corpus.jsonl.gz").exists():
+        return
+    roots = [stdlib_root()] if tiny else source_roots()
+    limit = limit or (40 if tiny else None)
+    manifest = build_corpus(out, roots=roots, limit=limit, workers=max(1, workers), deadline=deadline)
+    print(f"recipe: corpus {json.dumps(manifest['counts'])}", flush=True)
+
+
+def train_config(
+    out: Path, settings: RecipeSettings, workers: int, further: bool, stop_at: float
+) -> TrainConfig:
+    """Training until the train phase's deadline, `stop_at` (tiny: also until a few steps): the
+    first command's schedule from step 0, a further command's a new, lower one from the checkpoint."""
+    steps = settings.steps
+    if further and settings.tiny:
+        state = torch.load(out / "checkpoint" / "state.pt", weights_only=True, map_location="cpu")
+        steps = state["step"] + TINY_MORE_STEPS
+    return TrainConfig(
         out=out,
         corpus=out / "corpus.jsonl.gz",
         seq_len=settings.seq_len,
         batch_size=settings.batch_size,
-        steps=settings.steps,
-        lr=settings.lr,
-        warmup=5 if tiny else 200,
-        budget_minutes=settings.budget_minutes,
+        steps=steps,
+        lr=MORE_LR if further else settings.lr,
+        warmup=5 if settings.tiny else (50 if further else 200),
+        stop_at=stop_at,  # a phase already out of time still makes one step
+        new_schedule=further,
         checkpoint_every=10**9,  # by time instead: a GPU makes many steps a second
         checkpoint_minutes=3,
-        eval_every=2 if tiny else 100,
+        eval_every=2 if settings.tiny else 100,
         device=settings.device,
         workers=workers,
         model=settings.model,
     )
-    if not finished(config):
-        if session_minutes is not None:
-            left = session_minutes - (time.time() - started) / 60
-            if left <= 0.5:
-                print("recipe: no time left in this run; run the same command again to train", flush=True)
-                return export(out, settings, config)
-            config.minutes = left
-        if device.startswith("cuda"):
-            torch.backends.cuda.matmul.allow_tf32 = True
-        train(config, tok)
-    return export(out, settings, config)
 
 
-def recipe_settings(
-    out: Path, tok: CodeTokenizer, device: str, tiny: bool, minutes: float, batch_size: int | None
-) -> RecipeSettings:
+def recipe_settings(out: Path, device: str, tiny: bool, batch_size: int | None) -> RecipeSettings:
+    """The shipped tokenizer into `out`, and what to train: read from recipe.json, else decided
+    (the batch size by a probe on the GPU) and written there."""
+    tokenizer_path = out / "tokenizer.json"
+    if not tokenizer_path.exists():
+        shutil.copyfile(DEFAULT_MODEL_DIR / "tokenizer.json", tokenizer_path)
     path = out / "recipe.json"
     if path.exists():
         settings = RecipeSettings.load(path)
@@ -138,14 +276,14 @@ def recipe_settings(
         settings.device = device  # the same run may go on elsewhere (e.g. checked on a CPU)
         return settings
     if tiny:
-        settings = RecipeSettings(device, True, 128, batch_size or 4, 2e-3, None, 6, TINY_MODEL)
+        settings = RecipeSettings(device, True, 128, batch_size or 4, LR, TINY_STEPS, TINY_MODEL)
     else:
         model = dict(RECIPE_MODEL)
         if batch_size is None:
-            batch_size = probe_batch_size(tok, model, RECIPE_CONTEXT, device)
-        settings = RecipeSettings(device, False, RECIPE_CONTEXT, batch_size, 2e-3, minutes, 10**9, model)
-    path.write_text(json.dumps(settings.__dict__, indent=1))
-    print(f"recipe: {json.dumps(settings.__dict__)}", flush=True)
+            batch_size = probe_batch_size(CodeTokenizer.load(out), model, RECIPE_CONTEXT, device)
+        settings = RecipeSettings(device, False, RECIPE_CONTEXT, batch_size, LR, 10**9, model)
+    path.write_text(json.dumps(asdict(settings), indent=1))
+    print(f"recipe: {json.dumps(asdict(settings))}", flush=True)
     return settings
 
 
@@ -170,6 +308,9 @@ def probe_batch_size(tok: CodeTokenizer, model_args: dict, seq_len: int, device:
             fits = torch.cuda.max_memory_allocated(device) < 0.75 * total
         except torch.OutOfMemoryError:
             fits = False
+        except Exception as error:  # noqa: BLE001 - a probe that fails otherwise must not cost the lease
+            print(f"recipe: the batch probe failed ({error!r}); batch {BATCH_SIZES[1]}", flush=True)
+            return BATCH_SIZES[1]
         del model, optimizer
         torch.cuda.empty_cache()
         if fits:
@@ -178,12 +319,12 @@ def probe_batch_size(tok: CodeTokenizer, model_args: dict, seq_len: int, device:
     return BATCH_SIZES[-1]
 
 
-def export(out: Path, settings: RecipeSettings, config: TrainConfig) -> Path:
-    """Export the checkpoint (if any) to out/export; what the model card reads goes in training.json."""
+def export(
+    out: Path, settings: RecipeSettings, state: dict, complete: bool, phases: dict[str, float]
+) -> Path:
+    """Export the checkpoint (its trainer `state`) to out/export; what the model card reads goes in
+    training.json, with whether training ran to its end and the seconds each phase took."""
     checkpoint = out / "checkpoint"
-    if not (checkpoint / "state.pt").exists():
-        return out / "export"
-    state = torch.load(checkpoint / "state.pt", weights_only=True, map_location="cpu")
     manifest = json.loads((out / "manifest.json").read_text())
     counts = manifest["counts"]
     device = torch.cuda.get_device_name() if settings.device.startswith("cuda") else "CPU"
@@ -197,8 +338,10 @@ def export(out: Path, settings: RecipeSettings, config: TrainConfig) -> Path:
         "tokens": state["tokens"],
         "seconds": state["seconds"],
         "batch_size": settings.batch_size,
-        "complete": finished(config),
+        "complete": complete,
+        "phases": phases,
         "licenses": manifest.get("licenses", {}),
+        "sources": manifest.get("sources", {}),  # per package: origin, version, license (the manifest stays)
     }
     shard = TINY_SHARD if settings.tiny else MAX_SHARD  # tiny: shards all the same, to check them
     target = export_model(checkpoint, out / "export", info, log=read_log(out), shard=shard)
