@@ -412,3 +412,14 @@ def test_the_default_step_cap_follows_the_spans_and_a_set_one_is_kept(texts, cap
     assert step_cap(SamplerConfig(), texts).steps == cap
     assert step_cap(SamplerConfig(steps=7), texts).steps == 7
     assert ONE_LINE_STEPS < MULTI_LINE_STEPS
+
+
+def test_one_line_spans_get_no_refresh_pass_after_the_first():
+    from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
+    from infill.sampler import step_cap
+
+    one = step_cap(SamplerConfig(), ["x = 1"])
+    assert (one.steps, one.cache_refresh) == (ONE_LINE_STEPS, ONE_LINE_STEPS)  # the first pass only
+    several = step_cap(SamplerConfig(), ["x = 1\ny = 2"])
+    assert (several.steps, several.cache_refresh) == (MULTI_LINE_STEPS, SamplerConfig.cache_refresh)
+    assert step_cap(SamplerConfig(cache_refresh=4), ["x = 1"]).cache_refresh == 4  # as the user set it
