@@ -62,7 +62,7 @@ def step_cap(config: SamplerConfig, span_texts: list[str], positions: int | None
     The refresh: spans of one line or less get no full pass after the first at the default
     cache_refresh: 100 held-out lines (`infill-bench quality --kinds line --tasks 100 --seed 0
     --cache-refresh 8` against `16`) fill as well without it: exact 4.0% both, edit similarity
-    0.577 -> 0.583, parses 91% -> 93% (docs/models.md)."""
+    0.577 -> 0.583, parses 91% -> 93% (docs/measurements.md)."""
     if config.steps is None:
         if config.cap_per_position and positions:
             config = replace(config, steps=positions)
