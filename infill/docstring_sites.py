@@ -15,15 +15,10 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from infill.spans import (
-    Span,
-    _char_offset,
-    _definition_name,
-    _definitions,
-    _docstring,
-    _with_decorators,
-    parse_tree,
-)
+from infill import definitions as defs
+from infill.languages import PYTHON, Language
+from infill.parse_cache import parse_tree
+from infill.spans import Span, _char_offset, _definition_name, _docstring, _with_decorators
 
 
 @dataclass(frozen=True)
@@ -50,12 +45,16 @@ class DocstringSite:
         return newline + self.indent if self.one_line else ""
 
 
-def missing_docstrings(text: str, within: Sequence[Span] | None = None) -> list[DocstringSite]:
+def missing_docstrings(
+    text: str, within: Sequence[Span] | None = None, language: Language = PYTHON
+) -> list[DocstringSite]:
     """Every function and class without a docstring, in source order, at any depth.
 
     within: keep only the definitions whose header (decorators to ':') overlaps one of these
     spans (an empty span: contains its offset); None keeps them all.
     """
+    if language is not PYTHON:
+        return []
     return [
         site for site, header in _missing(text)
         if within is None or any(_overlaps(header, (s.start, s.end)) for s in within)
@@ -69,16 +68,18 @@ def _missing(text: str) -> tuple[tuple[DocstringSite, tuple[int, int]], ...]:
     20,000-line file take a tenth of a second)."""
     data, root = parse_tree(text)
     found = []
-    for node in _definitions(root):
+    for node in defs.definitions(root, PYTHON):
         site = _site(text, data, node) if _docstring(node) is None else None
         if site is not None:
             found.append((site, (_char_offset(data, _with_decorators(node).start_byte), site.start)))
     return tuple(found)
 
 
-def missing_docstring_at(text: str, offset: int) -> DocstringSite | None:
+def missing_docstring_at(text: str, offset: int, language: Language = PYTHON) -> DocstringSite | None:
     """The site of the innermost definition around `offset` (decorators to its end), or None if
     there is none or it already has a docstring."""
+    if language is not PYTHON:
+        return None
     data, root = parse_tree(text)
     target = len(text[:offset].encode("utf-8", "surrogatepass"))
     around = [

@@ -33,7 +33,7 @@ from infill.decode import slot_texts, spliced
 from infill.document import Document
 from infill.sampler import SampleResult
 from infill.spans import Span
-from infill.syntax import python_problems
+from infill.syntax import file_problems
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -174,7 +174,7 @@ def breaks(document: Document, canvas: Canvas, fills: list[str], index: int) -> 
         len(f) - (s.span.end - s.span.start) for s, f in zip(slots, fills[:index])
     )
     first, last = top_level_block(text, start, start + len(fills[index]))
-    return bool(python_problems(text[first:last]))
+    return bool(file_problems(text[first:last], document.language))
 
 
 CONTINUATIONS = ("else", "elif", "except", "finally")  # top-level lines that go on a statement
