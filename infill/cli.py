@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--fix", action="store_true",
                      help="repair the spans: re-predict only the tokens the model finds unlikely")
     how.add_argument("--document", action="store_true",
-                     help="write docstrings for the functions and classes that lack one "
+                     help="write docstrings (other languages: documentation comments, JSDoc, Javadoc, "
+                     "Doxygen, rustdoc, Go doc comments) for the functions and classes that lack one "
                      "(all of them, or those whose header the spans select)")
     how.add_argument("--alternatives", type=int, default=None, metavar="N",
                      help="sample N candidates for one span in one batch; print each with its score")
@@ -211,13 +212,14 @@ def run_command(args: argparse.Namespace) -> int:
     spans = parse_spans(document.text, args, required=not args.document, language=document.language)
     if args.alternatives is not None and len(spans) != 1:
         raise InputError(f"--alternatives takes exactly one span (got {len(spans)})")
-    if args.document and document.language is not PYTHON:
-        raise InputError(f"--document writes Python docstrings only, not {document.language.title} docs")
+    if args.document and not document.language.has_grammar:
+        raise InputError("--document needs a language with a grammar (say its language with --language)")
     if args.document:
-        sites = missing_docstrings(document.text, within=spans or None)
+        sites = missing_docstrings(document.text, within=spans or None, language=document.language)
         if not sites:
             where = "the selected code" if spans else "the file"
-            print(f"infill: every function and class in {where} has a docstring", file=sys.stderr)
+            what = "a docstring" if document.language is PYTHON else "its documentation comment"
+            print(f"infill: every function and class in {where} has {what}", file=sys.stderr)
             empty = DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
