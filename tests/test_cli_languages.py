@@ -91,3 +91,28 @@ def test_language_flag_overrides_the_extension_and_unknown_languages_are_text(tm
     err = capsys.readouterr().err
     assert err.count("filled as text") == 1 and "trained on Python only" not in err
     assert unknown.read_text() == source
+
+
+def test_document_writes_each_language_s_convention_through_the_cli(tmp_path, capsys):
+    file_name, source, _ = SAMPLES["go"]
+    path = tmp_path / file_name
+    path.write_bytes(source.replace("\n", "\r\n").encode())
+    assert main([str(path), "--document", "--write", "--steps", "8"]) == 0
+    after = path.read_bytes().decode()
+    assert "\n" not in after.replace("\r\n", "") and "\tX, Y float64\r\n" in after
+    from infill.syntax import has_syntax_error
+
+    assert not has_syntax_error(after, named("go"))
+    added = [line for line in after.split("\r\n") if line not in source.split("\n")]
+    assert added and all(line.startswith("//") for line in added), added
+    firsts = [line.split()[1] for i, line in enumerate(after.split("\r\n"))
+              if line in added and not after.split("\r\n")[i - 1].startswith("//")]  # fmt: skip
+    assert set(firsts) <= {"Norm", "Distance"}, firsts  # a Go doc comment starts with the name
+    for line in added:  # each comment is directly above its declaration
+        below = after.split("\r\n")[after.split("\r\n").index(line) + 1]
+        assert below.startswith(("//", "func ", "type "))
+    capsys.readouterr()
+    text = tmp_path / "notes.txt"
+    text.write_text("def f():\n    pass\n")
+    assert main([str(text), "--document"]) == EXIT_INPUT
+    assert "--document needs a language with a grammar" in capsys.readouterr().err
