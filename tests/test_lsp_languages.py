@@ -8,7 +8,6 @@ narrows what the server answers for; an unknown languageId is filled as text, sa
 from __future__ import annotations
 
 import asyncio
-import pathlib
 
 import lsp_support
 import pytest
@@ -24,15 +23,12 @@ PUBLISH = types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
 NODE_KIND = "refactor.rewrite.infill.node"
 
 
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> pathlib.Path:
-    return tiny_model_dir(tmp_path_factory)
-
-
 @pytest_lsp.fixture(config=SERVER, scope="module")
-async def client(lsp_client: LanguageClient, tiny_model):
-    options = {"modelPath": str(tiny_model), "threads": 1, "steps": 8, "syntaxRestarts": 0}
-    await lsp_client.initialize_session(initialize_params("visual-studio-code", options))
+async def client(lsp_client: LanguageClient, tmp_path_factory):
+    """VS Code's capabilities, the tiny model, no fresh fills (quick)."""
+    model = str(tiny_model_dir(tmp_path_factory))
+    settings = {"modelPath": model, "threads": 1, "steps": 8, "syntaxRestarts": 0}
+    await lsp_client.initialize_session(initialize_params("visual-studio-code", settings))
     yield
     await lsp_client.shutdown_session()
 
