@@ -1,4 +1,4 @@
-"""`infill`: regenerate spans of a Python file with the diffusion model; print a diff.
+"""`infill`: regenerate spans of a source file with the diffusion model; print a diff.
 
     infill file.py --lines 10-20                 # unified diff on stdout
     infill file.py --node body:parse --write     # apply in place (atomic)
@@ -13,6 +13,8 @@
                                                  # by name, from the local Hugging Face cache
     infill models [FOLDER ...]                   # the models found in the cache and FOLDERs
                                                  # (a file named "models": write ./models)
+    infill app.ts --node body:greet              # JavaScript, TypeScript, Go, Rust, Java, C, C++ too
+                                                 # (by extension, or --language; others: as text)
 
 Exit codes: 0 success (whether or not the model changed anything), 2 bad input (nothing
 changed), 3 the model could not be loaded or run, 124 --timeout passed with no fill to keep
@@ -33,7 +35,8 @@ from infill.docstring_sites import missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.errors import InputError, ModelError, TimedOut
-from infill.model_info import model_card
+from infill.languages import LANGUAGES, PYTHON, Language, detect
+from infill.model_info import language_notice, model_card
 from infill.models import load
 from infill.models.defaults import PUBLISHED_PASS_BUDGET, TUNABLE, recommended_pass_budget, with_recommended
 from infill.modes import (
@@ -69,7 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="infill", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("file", type=Path, nargs="?", help="the Python file to edit")
+    parser.add_argument("file", type=Path, nargs="?", help="the source file to edit")
+    parser.add_argument("--language", default=None, metavar="NAME",
+                        help="the file's language (default: from its extension): "
+                        f"{', '.join(language.name for language in LANGUAGES)}, or text (any other "
+                        "language is filled as text: lines and ranges, no node selectors or syntax checks)")
     parser.add_argument("--version", action="store_true",
                         help="print infill's version and which model it runs (with --model: that one): "
                         "name, size, training data, origin")  # fmt: skip
@@ -85,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--fix", action="store_true",
                      help="repair the spans: re-predict only the tokens the model finds unlikely")
     how.add_argument("--document", action="store_true",
-                     help="write docstrings for the functions and classes that lack one "
+                     help="write docstrings (other languages: documentation comments, JSDoc, Javadoc, "
+                     "Doxygen, rustdoc, Go doc comments) for the functions and classes that lack one "
                      "(all of them, or those whose header the spans select)")
     how.add_argument("--alternatives", type=int, default=None, metavar="N",
                      help="sample N candidates for one span in one batch; print each with its score")
@@ -180,10 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_spans(text: str, args: argparse.Namespace, required: bool = True) -> list[Span]:
+def parse_spans(text: str, args: argparse.Namespace, required: bool = True,
+                language: Language = PYTHON) -> list[Span]:  # fmt: skip
     spans = [parse_lines(text, spec) for spec in args.lines]
     spans += [parse_range(text, spec) for spec in args.range]
-    spans += [node_span(text, spec) for spec in args.node]
+    spans += [node_span(text, spec, language) for spec in args.node]
     if not spans and required:
         raise InputError("say what to regenerate: --lines, --range or --node")
     return validate_spans(text, spans)
@@ -254,20 +263,26 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")
         if not 1 <= args.alternatives <= MAX_CANDIDATES:
             raise InputError(f"--alternatives takes a number from 1 to {MAX_CANDIDATES}")
-    document = load_document(args.file)
-    spans = parse_spans(document.text, args, required=not args.document)
+    document = read_document(args.file, args.language)
+    spans = parse_spans(document.text, args, required=not args.document, language=document.language)
     if args.alternatives is not None and len(spans) != 1:
         raise InputError(f"--alternatives takes exactly one span (got {len(spans)})")
+    if args.document and not document.language.has_grammar:
+        raise InputError("--document needs a language with a grammar (say its language with --language)")
     if args.document:
-        sites = missing_docstrings(document.text, within=spans or None)
+        sites = missing_docstrings(document.text, within=spans or None, language=document.language)
         if not sites:
             where = "the selected code" if spans else "the file"
-            print(f"infill: every function and class in {where} has a docstring", file=sys.stderr)
+            what = "a docstring" if document.language is PYTHON else "its documentation comment"
+            print(f"infill: every function and class in {where} has {what}", file=sys.stderr)
             empty = DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
     backend = load(args.model, args.device, args.dtype, threads=args.threads,
                    trust_remote_code=args.trust_remote_code)
+    notice = language_notice(document.language, args.model)
+    if notice:
+        print(f"infill: {notice}", file=sys.stderr)
     # The family's recommended sampler settings (Dream: entropy order, temperature 0.2, ...) fill
     # in what the user left unset: infill.models.defaults. (Not under the authors' protocol: only
     # the flags given apply there.)
@@ -301,6 +316,17 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.stats or args.show_steps:
         print(stats_line(result.stats, summary), file=sys.stderr)
     return EXIT_OK
+
+
+def read_document(path: Path, language: str | None) -> Document:
+    """The file, in the language ``--language`` names or its extension tells (infill.languages);
+    what to say about that language (filled as text, say) is said here, once."""
+    document = load_document(path)
+    first_line = document.text.split("\n", 1)[0] if document.text.startswith("#!") else ""
+    detected = detect(language, path, first_line)
+    if detected.notice:
+        print(f"infill: {detected.notice}", file=sys.stderr)
+    return replace(document, language=detected.language)
 
 
 def output(document: Document, edits: list[TextEdit], report: dict, args: argparse.Namespace) -> None:

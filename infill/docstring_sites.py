@@ -1,10 +1,15 @@
-"""Where docstrings are missing: the sites document mode (infill.modes.docstrings) fills.
+"""Where documentation is missing: the sites document mode (infill.modes.docstrings) fills.
 
-A definition without a docstring (found with tree-sitter, as in `infill.spans`) gets an
+Python: a definition without a docstring (found with tree-sitter, as in `infill.spans`) gets an
 insertion site right after its header line. A one-line definition (``def f(): return 1``) has
 [start, end) over the blank between its ':' and its body, which moves to a line of its own.
-The indentation is the body's own (tabs stay tabs). Finding sites needs no torch: the language
-server lists them for every code action request.
+The indentation is the body's own (tabs stay tabs).
+
+Other languages: a declaration without a documentation comment of its language's convention
+(infill.doc_comments: JSDoc, Javadoc, Doxygen, rustdoc, Go doc comments) gets a site at the start
+of its line (above its Rust attributes): the comment goes on lines of its own, at the
+declaration's indentation. Finding sites needs no torch: the language server lists them for
+every code action request.
 """
 
 from __future__ import annotations
@@ -15,15 +20,11 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from infill.spans import (
-    Span,
-    _char_offset,
-    _definition_name,
-    _definitions,
-    _docstring,
-    _with_decorators,
-    parse_tree,
-)
+from infill import definitions as defs
+from infill import doc_comments
+from infill.languages import PYTHON, Language
+from infill.parse_cache import parse_tree
+from infill.spans import Span, _char_offset, _definition_name, _docstring, _with_decorators
 
 
 @dataclass(frozen=True)
@@ -38,26 +39,41 @@ class DocstringSite:
     line: int  # 1-based line of the `def` / `class` keyword
     start: int
     end: int
-    indent: str  # the body's indentation
+    indent: str  # the body's indentation (a comment: the declaration's)
     one_line: bool
+    style: str = "docstring"  # or the key of a comment convention (infill.doc_comments)
+    opener: str = '"""'  # what the model's text follows on the canvas...
+    closer: str = '"""'  # ...and what follows it
+    own_name: str = ""  # the declaration's own name (a Go comment starts with it)
+
+    @property
+    def is_comment(self) -> bool:
+        return self.style != "docstring"
 
     def before(self, newline: str) -> str:
-        """What goes before the docstring literal: a line break and the body's indentation."""
-        return newline + self.indent
+        """What goes before the docstring literal: a line break and the body's indentation (a
+        comment: its indentation, at the start of the declaration's line)."""
+        return self.indent if self.is_comment else newline + self.indent
 
     def after(self, newline: str) -> str:
-        """What goes after it: nothing, or for a one-line definition the body's new line start."""
+        """What goes after it: nothing, or for a one-line definition the body's new line start (a
+        comment: the line break before the declaration)."""
+        if self.is_comment:
+            return newline
         return newline + self.indent if self.one_line else ""
 
 
-def missing_docstrings(text: str, within: Sequence[Span] | None = None) -> list[DocstringSite]:
+def missing_docstrings(
+    text: str, within: Sequence[Span] | None = None, language: Language = PYTHON
+) -> list[DocstringSite]:
     """Every function and class without a docstring, in source order, at any depth.
 
     within: keep only the definitions whose header (decorators to ':') overlaps one of these
     spans (an empty span: contains its offset); None keeps them all.
     """
+    missing = _missing(text) if language is PYTHON else _missing_comments(text, language)
     return [
-        site for site, header in _missing(text)
+        site for site, header in missing
         if within is None or any(_overlaps(header, (s.start, s.end)) for s in within)
     ]  # fmt: skip
 
@@ -69,16 +85,18 @@ def _missing(text: str) -> tuple[tuple[DocstringSite, tuple[int, int]], ...]:
     20,000-line file take a tenth of a second)."""
     data, root = parse_tree(text)
     found = []
-    for node in _definitions(root):
+    for node in defs.definitions(root, PYTHON):
         site = _site(text, data, node) if _docstring(node) is None else None
         if site is not None:
             found.append((site, (_char_offset(data, _with_decorators(node).start_byte), site.start)))
     return tuple(found)
 
 
-def missing_docstring_at(text: str, offset: int) -> DocstringSite | None:
+def missing_docstring_at(text: str, offset: int, language: Language = PYTHON) -> DocstringSite | None:
     """The site of the innermost definition around `offset` (decorators to its end), or None if
     there is none or it already has a docstring."""
+    if language is not PYTHON:
+        return _comment_site_at(text, offset, language)
     data, root = parse_tree(text)
     target = len(text[:offset].encode("utf-8", "surrogatepass"))
     around = [
@@ -88,6 +106,62 @@ def missing_docstring_at(text: str, offset: int) -> DocstringSite | None:
         return None
     innermost = max(around, key=lambda node: node.start_byte)
     return _site(text, data, innermost) if _docstring(innermost) is None else None
+
+
+@functools.lru_cache(maxsize=4)
+def _missing_comments(text: str, language: Language) -> tuple[tuple[DocstringSite, tuple[int, int]], ...]:
+    """The comment sites of ``text`` with each declaration's header range (its line)."""
+    convention = doc_comments.convention_of(language)
+    if convention is None:
+        return ()
+    data, root = parse_tree(text, language)
+    found = []
+    for node in defs.definitions(root, language):
+        site = _comment_site(text, data, node, language, convention)
+        if site is not None:
+            header_end = text.find("\n", site.start)
+            found.append((site, (site.start, len(text) if header_end == -1 else header_end)))
+    return tuple(found)
+
+
+def _comment_site(
+    text: str, data: bytes, node: tree_sitter.Node, language: Language, convention: doc_comments.Convention
+) -> DocstringSite | None:
+    """The site of a declaration lacking its documentation comment; None if it has one, the
+    convention leaves it out, or it does not start its line."""
+    anchor = doc_comments.anchor(node, language)
+    if node.has_error or doc_comments.is_documented(anchor, convention):
+        return None
+    if not doc_comments.wants_documentation(node, convention):
+        return None
+    first = doc_comments.first_line_above(anchor)
+    start = _char_offset(data, first.start_byte)
+    line_start = text.rfind("\n", 0, start) + 1
+    if text[line_start:start].strip(" \t"):
+        return None  # code before it on its line: no line of its own to put a comment on
+    own = defs.name_of(node)
+    indent, line = text[line_start:start], node.start_point.row + 1
+    name, opener = defs.describe(node, language), doc_comments.opener(convention, own)
+    return DocstringSite(name, line, line_start, line_start, indent, False, language.docs or "", opener,
+                         convention.closer, own)  # fmt: skip
+
+
+def _comment_site_at(text: str, offset: int, language: Language) -> DocstringSite | None:
+    """The comment site of the innermost declaration around ``offset`` (its comment line to its
+    end), or None."""
+    convention = doc_comments.convention_of(language)
+    if convention is None:
+        return None
+    data, root = parse_tree(text, language)
+    target = len(text[:offset].encode("utf-8", "surrogatepass"))
+    def top(node: tree_sitter.Node) -> int:
+        return doc_comments.first_line_above(doc_comments.anchor(node, language)).start_byte
+
+    around = [node for node in defs.definitions(root, language) if top(node) <= target <= node.end_byte]
+    if not around:
+        return None
+    innermost = max(around, key=lambda node: node.start_byte)
+    return _comment_site(text, data, innermost, language, convention)
 
 
 def _definitions_around(root: tree_sitter.Node, target: int) -> list[tree_sitter.Node]:

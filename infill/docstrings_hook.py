@@ -1,14 +1,22 @@
-"""`infill-docstrings`: insert missing docstrings into Python files; a pre-commit hook.
+"""`infill-docstrings`: insert missing documentation into source files; a pre-commit hook.
 
-    infill-docstrings a.py b.py            # write them in place; exit 1 if a file changed
-    infill-docstrings --check a.py b.py    # only report what would change; exit 1 if anything would
+    infill-docstrings a.py b.go            # write them in place; exit 1 if a file changed
+    infill-docstrings --check a.py b.ts    # only report what would change; exit 1 if anything would
 
-Each function and class without a docstring gets one written by the model (`infill.modes.docstrings`,
-as `infill FILE --document` does), like a formatter: the files are changed in place (atomic
-writes; BOM, line endings and tabs kept), the commit fails once, and you review and stage the
-docstrings. Nothing is inserted that would make a file stop parsing. A file that cannot be read
-(binary, not UTF-8) or that does not parse is left untouched, with a message. The model is
-loaded once per call (and not at all when no file lacks a docstring).
+Each function and class without documentation gets it written by the model
+(`infill.modes.docstrings`, as `infill FILE --document` does): Python docstrings, and in the
+other languages of infill.languages a comment of the language's convention (JSDoc, Javadoc,
+Doxygen, rustdoc, Go doc comments: infill.doc_comments). Like a formatter, the files are changed
+in place (atomic writes; BOM, line endings and tabs kept), the commit fails once, and you review
+and stage the documentation. Nothing is inserted that would make a file stop parsing. A file that
+cannot be read (binary, not UTF-8), that does not parse, or whose language infill has no grammar
+for is left untouched, with a message. The model is loaded once per call (and not at all when no
+file lacks documentation).
+
+One run reaches a fixed point: after inserting what the model wrote, the file is documented again
+with what is still missing (each site then sees the others' documentation, as the next run
+would), until a round adds nothing. So a second run on the output changes nothing, and the commit
+fails once only. The sites the model could not document are reported (``--check`` too).
 
 Exit codes: 0 nothing to change; 1 files changed (with --check: would change); 2 a file could
 not be read or parsed (the others are still processed), or bad arguments; 3 the model could not
@@ -18,18 +26,21 @@ be loaded.
 from __future__ import annotations
 
 import argparse
-import ast
+import dataclasses
 import sys
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infill.docstring_sites import DocstringSite, missing_docstrings
+from infill.docstring_sites import missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.errors import InputError, ModelError
+from infill.languages import PYTHON, known
+from infill.syntax import file_problems
 
 if TYPE_CHECKING:
     from infill.backend import Denoiser
+    from infill.modes.docstrings import DocstringFill
 
 EXIT_OK, EXIT_CHANGED, EXIT_INPUT, EXIT_MODEL = 0, 1, 2, 3
 
@@ -39,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="infill-docstrings", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "files", nargs="*", type=Path, help="Python files (pre-commit passes the staged ones)"
+        "files", nargs="*", type=Path,
+        help="source files: Python, JavaScript, TypeScript, Go, Rust, Java, C, C++ (pre-commit passes "
+        "the staged ones)",
     )
     parser.add_argument(
         "--check",
@@ -69,43 +82,66 @@ class Backend:
 
 
 def readable(path: Path) -> Document | str:
-    """The file's document, or why it is left untouched."""
+    """The file's document (in the language its extension tells), or why it is left untouched."""
     try:
         document = load_document(path)
     except InputError as error:
         return f"{error}; left untouched"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(document.text, filename=str(path))
-    except SyntaxError as error:
-        return f"{path}:{error.lineno}: syntax error ({error.msg}); left untouched"
-    except ValueError as error:  # e.g. a NUL character
-        return f"{path}: cannot be parsed ({error}); left untouched"
+    language = document.language
+    if not language.has_grammar:
+        return f"{path}: no grammar for this file's language ({known()}); left untouched"
+    problems = file_problems(document.text, language)
+    if problems:
+        line = document.text.count("\n", 0, problems[0].start) + 1
+        return f"{path}:{line}: {problems[0].message} ({language.title}); left untouched"
     return document
 
 
-def document_file(path: Path, document: Document, sites: list[DocstringSite], backend: Backend,
-                  check: bool) -> bool:  # fmt: skip
-    """Write the docstrings the model gives for `sites` (or, with `check`, report them); whether
-    the file changed (would change)."""
+@dataclass
+class Documented:
+    """A file documented to its fixed point: its new text, what was added, what could not be."""
+
+    text: str
+    added: list[DocstringFill]
+    unfilled: list[DocstringFill]
+
+
+def document_to_fixed_point(denoiser: Denoiser, document: Document) -> Documented:
+    """Document what is missing, then again what is still missing in the result, until a round
+    adds nothing (at most one round per missing site)."""
     from infill.edits import apply_edits
     from infill.modes.docstrings import add_docstrings
 
-    result = add_docstrings(backend.get(), document, sites)
-    for fill in result.fills:
-        if fill.reason:
-            print(f"{path}:{fill.site.line}: {fill.site.name}: no docstring written ({fill.reason})")
-    new_text = apply_edits(document.text, result.edits)
+    text, added, unfilled = document.text, [], []
+    while True:
+        sites = missing_docstrings(text, language=document.language)
+        if not sites:
+            return Documented(text, added, [])
+        result = add_docstrings(denoiser, dataclasses.replace(document, text=text), sites)
+        unfilled = [fill for fill in result.fills if fill.edit is None]
+        if not result.edits:
+            return Documented(text, added, unfilled)
+        text = apply_edits(text, result.edits)
+        added += [fill for fill in result.fills if fill.edit is not None]
+
+
+def document_file(path: Path, document: Document, backend: Backend, check: bool) -> bool:
+    """Write the documentation the model gives (or, with `check`, report it); whether the file
+    changed (would change). The sites it could not document are reported either way."""
+    done = document_to_fixed_point(backend.get(), document)
+    what = "docstring" if document.language is PYTHON else "documentation comment"
+    for fill in done.unfilled:
+        print(f"{path}:{fill.site.line}: {fill.site.name}: no {what} written ({fill.reason})")
+    new_text = done.text
     if new_text == document.text:
         return False
-    names = ", ".join(f"{fill.site.name} (line {fill.site.line})" for fill in result.fills if fill.edit)
-    count = len(result.edits)
+    names = ", ".join(f"{fill.site.name}" for fill in done.added)
+    count = len(done.added)
     if check:
-        print(f"{path}: would add {count} docstring(s): {names}")
+        print(f"{path}: would add {count} {what}(s): {names}")
     else:
         write_atomic(path, document.encode(new_text))
-        print(f"{path}: added {count} docstring(s): {names}")
+        print(f"{path}: added {count} {what}(s): {names}")
     return True
 
 
@@ -118,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"infill-docstrings: {document}", file=sys.stderr)
             failed.append(path)
             continue
-        sites = missing_docstrings(document.text)
-        if sites and document_file(path, document, sites, backend, args.check):
+        sites = missing_docstrings(document.text, language=document.language)
+        if sites and document_file(path, document, backend, args.check):
             changed.append(path)
     if changed:
         verb = "would change" if args.check else "changed"

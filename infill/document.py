@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infill.errors import InputError
+from infill.languages import PYTHON, Language, detect
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 
@@ -35,12 +36,14 @@ class Document:
     bom: the file started with the UTF-8 byte order mark.
     newline: the dominant line terminator, "\\r\\n" if CRLF endings are the majority, else "\\n".
     path: where the document was read from, if anywhere.
+    language: its language (infill.languages): which grammar checks and selects its syntax.
     """
 
     text: str
     bom: bool
     newline: str
     path: Path | None = None
+    language: Language = PYTHON
 
     def encode(self, text: str | None = None) -> bytes:
         """Bytes of `text` (default: this document's text), with the BOM re-added if it had one."""
@@ -105,7 +108,9 @@ def document_from_bytes(
             f"byte offset {offset} ({error.reason})"
         ) from None
 
-    return Document(text=text, bom=bom, newline=_dominant_newline(text), path=path)
+    first_line = text[: text.find("\n")] if text.startswith("#!") else ""
+    language = detect(None, path, first_line).language if path is not None else PYTHON
+    return Document(text=text, bom=bom, newline=_dominant_newline(text), path=path, language=language)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

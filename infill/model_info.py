@@ -17,11 +17,13 @@ from pathlib import Path
 
 from infill.errors import ModelError
 from infill.hub_cache import resolve_model
+from infill.languages import Language
 
 NATIVE_MODEL_TYPE = "infill-diffusion"
 # The shipped model: infill.backend.DEFAULT_MODEL_DIR, named here without importing torch (the
 # language server reads the card while it answers `initialize`).
 SHIPPED_MODEL_DIR = Path(__file__).parent / "default_model"
+SHIPPED_MODEL_LANGUAGES = ("python",)  # what the shipped model was trained on (docs/training.md)
 
 
 @dataclass
@@ -56,6 +58,15 @@ class ModelCard:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def language_notice(language: Language, model: Path | None) -> str | None:
+    """What to say once when the shipped model (``model`` None) is asked for a language it was
+    not trained on: it fills anyway, but a published model is needed for useful text there."""
+    if model is not None or not language.has_grammar or language.name in SHIPPED_MODEL_LANGUAGES:
+        return None
+    return (f"the shipped model was trained on Python only; for useful {language.title} text use a "
+            "published model (--model, docs/models.md). Filling anyway")  # fmt: skip
 
 
 def read_json(path: Path) -> dict:

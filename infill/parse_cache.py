@@ -18,10 +18,14 @@ handed out may be read by another thread (the server's model worker). A lock gua
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 
 import tree_sitter
+
+from infill.errors import InputError
+from infill.languages import PYTHON, GrammarError, Language, grammar
 
 KEPT = 4
 """Texts whose trees are kept (an editor's open documents, the windows of a request)."""
@@ -57,6 +61,20 @@ class ParseCache:
             while len(self._trees) > self.kept:
                 self._trees.popitem(last=False)
         return data, tree.root_node
+
+
+def parse_tree(text: str, language: Language = PYTHON) -> tuple[bytes, tree_sitter.Node]:
+    """The UTF-8 bytes of ``text`` and the root of its syntax tree in ``language`` (from that
+    language's cache); InputError if the language has no grammar or it does not load."""
+    return _cache(language).parse(text)
+
+
+@functools.cache
+def _cache(language: Language) -> ParseCache:
+    try:
+        return ParseCache(grammar(language))
+    except GrammarError as error:
+        raise InputError(str(error)) from None
 
 
 def edited_copy(old: bytes, tree: tree_sitter.Tree, new: bytes) -> tree_sitter.Tree:

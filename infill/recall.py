@@ -34,7 +34,7 @@ from infill.document import Document
 from infill.kept_context import without_kept_context
 from infill.sampler import SampleResult
 from infill.spans import Span
-from infill.syntax import python_problems
+from infill.syntax import file_problems
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -201,7 +201,7 @@ def breaks(document: Document, canvas: Canvas, fills: list[str], index: int) -> 
         len(f) - (s.span.end - s.span.start) for s, f in zip(slots, fills[:index])
     )
     first, last = top_level_block(text, start, start + len(fills[index]))
-    return bool(python_problems(text[first:last]))
+    return bool(file_problems(text[first:last], document.language))
 
 
 CONTINUATIONS = ("else", "elif", "except", "finally")  # top-level lines that go on a statement

@@ -23,10 +23,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import tree_sitter
-import tree_sitter_python
 
+from infill import definitions as defs
 from infill.errors import InputError
-from infill.parse_cache import ParseCache
+from infill.languages import PYTHON, Language
+from infill.parse_cache import parse_tree
 
 
 @dataclass(frozen=True)
@@ -47,21 +48,6 @@ SELECTOR_KINDS = ("function", "class", "body", "docstring", "statement")
 
 CURSOR_KINDS = ("statement", "function", "class", "body", "expression")
 """The kinds :func:`node_at_offset` understands."""
-
-_DEFINITION_TYPES = frozenset({"function_definition", "class_definition"})
-
-_STATEMENT_TYPES = frozenset({
-    # simple statements
-    "expression_statement", "return_statement", "pass_statement", "break_statement",
-    "continue_statement", "import_statement", "import_from_statement",
-    "future_import_statement", "assert_statement", "delete_statement", "raise_statement",
-    "global_statement", "nonlocal_statement", "exec_statement", "print_statement",
-    "type_alias_statement",
-    # compound statements
-    "if_statement", "for_statement", "while_statement", "try_statement", "with_statement",
-    "match_statement", "function_definition", "class_definition", "decorated_definition",
-})  # fmt: skip
-
 
 # --------------------------------------------------------------------------- lines and ranges
 
@@ -169,13 +155,16 @@ def _plural(count: int, noun: str) -> str:
 # --------------------------------------------------------------------------- syntax nodes
 
 
-def node_span(text: str, selector: str) -> Span:
-    """Span for a ``--node KIND:TARGET`` selector on Python source.
+def node_span(text: str, selector: str, language: Language = PYTHON) -> Span:
+    """Span for a ``--node KIND:TARGET`` selector on source in ``language`` (which nodes each
+    kind means there: infill.languages).
 
-    - ``function:NAME`` / ``class:NAME``: the whole definition, decorators included.
-    - ``body:NAME``: the body block of function or class NAME (with any comment lines between
-      the header and the first statement).
-    - ``docstring:NAME``: the docstring literal of function or class NAME, quotes included.
+    - ``function:NAME`` / ``class:NAME``: the whole definition, decorators (``export``,
+      ``template``) included.
+    - ``body:NAME``: the body of function or class NAME: Python's block (with any comment lines
+      between the header and the first statement), else what is between its braces.
+    - ``docstring:NAME``: the docstring literal of function or class NAME, quotes included
+      (Python only).
     - ``statement:LINE``: the first statement that starts on 1-based LINE; for a compound
       statement, the whole statement.
 
@@ -196,19 +185,25 @@ def node_span(text: str, selector: str) -> Span:
     if not target:
         example = "statement:12" if kind == "statement" else f"{kind}:my_function"
         raise InputError(f"--node {selector!r} is missing its target, e.g. {example}")
-    data, root = parse_tree(text)
+    if not language.has_grammar:
+        raise InputError(f"--node needs a language with a grammar; this file is filled as "
+                         f"{language.title} (say its language with --language)")  # fmt: skip
+    if kind == "docstring" and language is not PYTHON:
+        raise InputError(f"docstring:NAME is for Python; {language.title} documentation is a comment")
+    data, root = parse_tree(text, language)
     if kind == "statement":
-        return _statement_span(text, data, root, target)
-    definition = _find_definition(root, kind, target)
-    return _definition_part_span(data, definition, kind)
+        return _statement_span(text, data, root, target, language)
+    definition = _find_definition(root, kind, target, language)
+    return _definition_part_span(data, definition, kind, language)
 
 
-def node_at_offset(text: str, offset: int, kind: str) -> Span | None:
+def node_at_offset(text: str, offset: int, kind: str, language: Language = PYTHON) -> Span | None:
     """Span of the innermost ``kind`` node around character ``offset``, or None if there is none.
 
     ``kind`` is one of :data:`CURSOR_KINDS`. "function" and "class" mean the whole definition
     with its decorators, "body" the body of a function or class (as in :func:`node_span`),
-    "statement" any simple or compound statement, and "expression" any Python expression.
+    "statement" any simple or compound statement, and "expression" any expression. A language
+    without a grammar has no such nodes: None.
     A node contains the offset if the offset lies in its span, either end included, so a
     cursor just after a node or in the indentation before a statement still selects it.
     """
@@ -216,25 +211,27 @@ def node_at_offset(text: str, offset: int, kind: str) -> Span | None:
         raise InputError(f"unknown node kind {kind!r}; expected one of {', '.join(CURSOR_KINDS)}")
     if not 0 <= offset <= len(text):
         raise InputError(f"offset {offset} is outside the file (0-{len(text)})")
-    data, root = parse_tree(text)
+    if not language.has_grammar:
+        return None
+    data, root = parse_tree(text, language)
     target = len(text[:offset].encode("utf-8", "surrogatepass"))
-    candidates = list(_candidates_around(data, root, kind, target))
+    candidates = list(_candidates_around(data, root, kind, target, language))
     if not candidates:
         return None
     # The innermost is the smallest; of equal ones, the later (deeper) one.
     start, end, node = min(reversed(candidates), key=lambda found: found[1] - found[0])
-    return _to_span(data, start, end, _cursor_label(node, kind))
+    return _to_span(data, start, end, _cursor_label(node, kind, language))
 
 
 def _candidates_around(
-    data: bytes, root: tree_sitter.Node, kind: str, target: int
+    data: bytes, root: tree_sitter.Node, kind: str, target: int, language: Language = PYTHON
 ) -> Iterator[tuple[int, int, tree_sitter.Node]]:
     """``(start, end, node)`` for each ``kind`` node whose byte range holds ``target``,
     outer before inner."""
     stack = [root]
     while stack:
         node = stack.pop()
-        found = _cursor_range(data, node, kind)
+        found = _cursor_range(data, node, kind, language)
         if found is not None and found[0] <= target <= found[1]:
             yield found[0], found[1], node
         stack.extend(reversed(_children_around(data, node, target)))
@@ -257,41 +254,43 @@ def _children_around(data: bytes, node: tree_sitter.Node, target: int) -> list[t
     return found
 
 
-def _cursor_range(data: bytes, node: tree_sitter.Node, kind: str) -> tuple[int, int] | None:
+def _cursor_range(
+    data: bytes, node: tree_sitter.Node, kind: str, language: Language = PYTHON
+) -> tuple[int, int] | None:
     """Byte range that ``kind`` selects at ``node``, or None if ``node`` is not of that kind."""
     if kind == "expression":
-        return (node.start_byte, node.end_byte) if _is_expression(node) else None
+        return (node.start_byte, node.end_byte) if defs.is_expression(node, language) else None
     if kind == "statement":
-        found = (node.start_byte, node.end_byte) if node.type in _STATEMENT_TYPES else None
+        found = (node.start_byte, node.end_byte) if defs.is_statement(node, language) else None
     elif kind == "body":
-        found = _body_range(node) if node.type in _DEFINITION_TYPES else None
-    elif _whole_definition_type(node) == f"{kind}_definition":
+        found = defs.body_range(node, language) if defs.kind_of(node, language) else None
+    elif defs.whole_kind(node, language) == kind:
         found = (node.start_byte, node.end_byte)
     else:
         found = None
     return None if found is None else (_line_shaped_start(data, found[0]), found[1])
 
 
-def _cursor_label(node: tree_sitter.Node, kind: str) -> str:
+def _cursor_label(node: tree_sitter.Node, kind: str, language: Language) -> str:
     """Label for what :func:`node_at_offset` found."""
     if kind == "function" or kind == "class":
-        return _definition_name(_unwrap_decorated(node))
+        return defs.describe(defs.inner(node, language), language)
     if kind == "body":
-        return f"body of {_definition_name(node)}"
+        return f"body of {defs.describe(node, language)}"
     return f"{kind} on line {node.start_point.row + 1}"
 
 
 # --- statement:LINE
 
 
-def _statement_span(text: str, data: bytes, root: tree_sitter.Node, target: str) -> Span:
+def _statement_span(text: str, data: bytes, root: tree_sitter.Node, target: str, language: Language) -> Span:
     """Span of the first statement that starts on line ``target``."""
     if not re.fullmatch(r"[0-9]+", target):
         raise InputError(f"statement:LINE expects a 1-based line number, got {target!r}")
     line = int(target)
     _check_line_number(line, _line_count(text))
     row = line - 1
-    statements = list(_statements_on_row(root, row))
+    statements = list(defs.statements_on_row(root, row, language))
     starting = [node for node in statements if node.start_point.row == row]
     if not starting:
         reason = _no_statement_reason(text, root, row, statements)
@@ -300,18 +299,6 @@ def _statement_span(text: str, data: bytes, root: tree_sitter.Node, target: str)
     return _to_span(
         data, _line_shaped_start(data, node.start_byte), node.end_byte, f"statement on line {line}"
     )
-
-
-def _statements_on_row(root: tree_sitter.Node, row: int) -> Iterator[tree_sitter.Node]:
-    """Statements whose lines include the 0-based ``row``, outer before inner."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node.type in _STATEMENT_TYPES:
-            yield node
-        stack.extend(
-            child for child in reversed(node.children) if child.start_point.row <= row <= child.end_point.row
-        )
 
 
 def _no_statement_reason(
@@ -323,7 +310,7 @@ def _no_statement_reason(
     if not content.strip():
         return " (it is blank)"
     first_byte = len(text[: start + len(content) - len(content.lstrip())].encode("utf-8", "surrogatepass"))
-    if root.descendant_for_byte_range(first_byte, first_byte + 1).type == "comment":
+    if "comment" in root.descendant_for_byte_range(first_byte, first_byte + 1).type:
         return " (it holds only a comment)"
     if statements:
         enclosing = statements[-1]
@@ -335,20 +322,22 @@ def _no_statement_reason(
 # --- function:NAME, class:NAME, body:NAME, docstring:NAME
 
 
-def _find_definition(root: tree_sitter.Node, kind: str, selector: str) -> tree_sitter.Node:
+def _find_definition(
+    root: tree_sitter.Node, kind: str, selector: str, language: Language
+) -> tree_sitter.Node:
     """The one function or class definition that ``kind:selector`` names."""
     name, at_sign, line_text = (part.strip() for part in selector.partition("@"))
     wanted = tuple(part.strip() for part in name.split("."))
     if not all(part.isidentifier() for part in wanted):
-        raise InputError(f"{name!r} is not a Python name or dotted name (like Cls.method or outer.inner)")
+        raise InputError(f"{name!r} is not a {language.title} name or dotted name (like Cls.method or a.b)")
     if at_sign and not re.fullmatch(r"[0-9]+", line_text):
         raise InputError(f"NAME@LINE expects a 1-based line number after '@', got {selector!r}")
-    definitions = _definitions(root)
-    types = {f"{kind}_definition"} if kind in ("function", "class") else _DEFINITION_TYPES
-    pool = [node for node in definitions if node.type in types]
-    matches = [node for node in pool if _names_match(node, wanted)]
+    definitions = defs.definitions(root, language)
+    either = kind in ("body", "docstring")
+    pool = [node for node in definitions if either or defs.kind_of(node, language) == kind]
+    matches = [node for node in pool if _names_match(node, wanted, language)]
     if at_sign and matches:
-        at_line = [node for node in matches if _starts_on_line(node, int(line_text))]
+        at_line = [node for node in matches if _starts_on_line(node, int(line_text), language)]
         if not at_line:
             lines = ", ".join(str(node.start_point.row + 1) for node in matches)
             raise InputError(
@@ -359,73 +348,57 @@ def _find_definition(root: tree_sitter.Node, kind: str, selector: str) -> tree_s
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise InputError(_ambiguity_message(selector, matches, pool))
-    raise InputError(_not_found_message(kind, name, wanted, definitions))
+        raise InputError(_ambiguity_message(selector, matches, pool, language))
+    raise InputError(_not_found_message(kind, name, wanted, definitions, language))
 
 
-def _definitions(root: tree_sitter.Node) -> list[tree_sitter.Node]:
-    """Every function and class definition in the tree, in source order."""
-    captures = tree_sitter.QueryCursor(_definition_query()).captures(root)
-    return sorted(captures.get("definition", []), key=lambda node: node.start_byte)
-
-
-def _names_match(node: tree_sitter.Node, wanted: tuple[str, ...]) -> bool:
+def _names_match(node: tree_sitter.Node, wanted: tuple[str, ...], language: Language) -> bool:
     """Whether the dotted name ``wanted`` matches the end of the definition's qualified name."""
-    return _qualified_name(node)[-len(wanted) :] == wanted
+    return defs.qualified_name(node, language)[-len(wanted) :] == wanted
 
 
-def _starts_on_line(node: tree_sitter.Node, line: int) -> bool:
+def _starts_on_line(node: tree_sitter.Node, line: int, language: Language) -> bool:
     """Whether the definition's ``def``/``class`` line or one of its decorators is on ``line``."""
-    outer = _with_decorators(node)
+    outer = defs.outer(node, language)
     return outer.start_point.row <= line - 1 <= node.start_point.row
 
 
-def _qualified_name(node: tree_sitter.Node) -> tuple[str, ...]:
-    """Names of the definition and the functions and classes around it, outermost first."""
-    names = []
-    current: tree_sitter.Node | None = node
-    while current is not None:
-        if current.type in _DEFINITION_TYPES:
-            name = current.child_by_field_name("name")
-            names.append(_node_text(name) if name is not None else "?")
-        current = current.parent
-    return tuple(reversed(names))
-
-
-def _ambiguity_message(selector: str, matches: list[tree_sitter.Node], pool: list[tree_sitter.Node]) -> str:
+def _ambiguity_message(
+    selector: str, matches: list[tree_sitter.Node], pool: list[tree_sitter.Node], language: Language
+) -> str:
     """Error text for a name that matches several definitions, with a way to pick each."""
-    listing = ", ".join(f"{_definition_name(node)} (line {node.start_point.row + 1})" for node in matches)
-    picks = " or ".join(_unique_selector(node, pool) for node in matches)
+    listing = ", ".join(f"{defs.describe(n, language)} (line {n.start_point.row + 1})" for n in matches)
+    picks = " or ".join(_unique_selector(node, pool, language) for node in matches)
     return f"{selector!r} matches {len(matches)} definitions: {listing}; pick one with {picks}"
 
 
-def _unique_selector(node: tree_sitter.Node, pool: list[tree_sitter.Node]) -> str:
+def _unique_selector(node: tree_sitter.Node, pool: list[tree_sitter.Node], language: Language) -> str:
     """The shortest dotted name that selects only ``node`` in ``pool``, else ``NAME@LINE``."""
-    qualified = _qualified_name(node)
+    qualified = defs.qualified_name(node, language)
     for length in range(1, len(qualified) + 1):
         suffix = qualified[-length:]
-        if sum(_names_match(other, suffix) for other in pool) == 1:
+        if sum(_names_match(other, suffix, language) for other in pool) == 1:
             return ".".join(suffix)
     return f"{qualified[-1]}@{node.start_point.row + 1}"
 
 
 def _not_found_message(
-    kind: str, name: str, wanted: tuple[str, ...], definitions: list[tree_sitter.Node]
+    kind: str, name: str, wanted: tuple[str, ...], definitions: list[tree_sitter.Node], language: Language
 ) -> str:
     """Error text for a name that matches nothing, with the nearest things that do exist."""
     message = f"no {_kind_words(kind)} named {name!r} in the file"
     if not definitions:
         return message + " (it defines no functions or classes)"
-    other_kind = [node for node in definitions if _names_match(node, wanted)]
+    other_kind = [node for node in definitions if _names_match(node, wanted, language)]
     if other_kind:
         node = other_kind[0]
-        other = node.type.removesuffix("_definition")
+        other = defs.kind_of(node, language)
         return (
-            f"{message}; there is {_definition_name(node)} on line {node.start_point.row + 1} "
+            f"{message}; there is {defs.describe(node, language)} on line {node.start_point.row + 1} "
             f"(select it with {other}:{name})"
         )
-    known = {".".join(_qualified_name(node)) for node in definitions}
-    known |= {_qualified_name(node)[-1] for node in definitions}
+    known = {".".join(defs.qualified_name(node, language)) for node in definitions}
+    known |= {defs.qualified_name(node, language)[-1] for node in definitions}
     close = difflib.get_close_matches(name, sorted(known), n=3)
     if close:
         return f"{message}; did you mean {', '.join(repr(option) for option in close)}?"
@@ -437,14 +410,14 @@ def _kind_words(kind: str) -> str:
     return kind if kind in ("function", "class") else "function or class"
 
 
-def _definition_part_span(data: bytes, definition: tree_sitter.Node, kind: str) -> Span:
+def _definition_part_span(data: bytes, definition: tree_sitter.Node, kind: str, language: Language) -> Span:
     """Span of the part of ``definition`` that ``kind`` selects."""
-    label = _definition_name(definition)
+    label = defs.describe(definition, language)
     if kind in ("function", "class"):
-        outer = _with_decorators(definition)
+        outer = defs.outer(definition, language)
         return _to_span(data, _line_shaped_start(data, outer.start_byte), outer.end_byte, label)
     if kind == "body":
-        body = _body_range(definition)
+        body = defs.body_range(definition, language)
         if body is None:
             raise InputError(f"{label} (line {definition.start_point.row + 1}) has no body")
         return _to_span(data, _line_shaped_start(data, body[0]), body[1], f"body of {label}")
@@ -455,55 +428,13 @@ def _definition_part_span(data: bytes, definition: tree_sitter.Node, kind: str) 
 
 
 def _definition_name(node: tree_sitter.Node) -> str:
-    """E.g. "function Cls.method" or "class Outer.Inner"."""
-    kind = node.type.removesuffix("_definition")
-    return f"{kind} {'.'.join(_qualified_name(node))}"
+    """E.g. "function Cls.method" or "class Outer.Inner" (Python)."""
+    return defs.describe(node, PYTHON)
 
 
 def _with_decorators(node: tree_sitter.Node) -> tree_sitter.Node:
-    """The decorated definition around ``node`` if it has decorators, else ``node``."""
-    parent = node.parent
-    return parent if parent is not None and parent.type == "decorated_definition" else node
-
-
-def _unwrap_decorated(node: tree_sitter.Node) -> tree_sitter.Node:
-    """The function or class inside a decorated definition; any other node as it is."""
-    if node.type == "decorated_definition":
-        inner = node.child_by_field_name("definition")
-        return inner if inner is not None else node
-    return node
-
-
-def _whole_definition_type(node: tree_sitter.Node) -> str | None:
-    """The definition type if ``node`` is a whole definition, decorators included, else None."""
-    if node.type == "decorated_definition":
-        inner = _unwrap_decorated(node)
-        return inner.type if inner.type in _DEFINITION_TYPES else None
-    if node.type in _DEFINITION_TYPES and _with_decorators(node) == node:
-        return node.type
-    return None
-
-
-def _body_range(definition: tree_sitter.Node) -> tuple[int, int] | None:
-    """Byte range of a definition's body block, taking in comment lines just above it.
-
-    tree-sitter leaves comments between the ``def ...:`` line and the first statement outside
-    the block; they belong to the body all the same. A comment on the header line does not.
-    """
-    body = definition.child_by_field_name("body")
-    if body is None:
-        return None
-    colons = [child for child in definition.children if child.type == ":"]
-    header_end_row = colons[-1].end_point.row if colons else definition.start_point.row
-    start = body.start_byte
-    for child in definition.children:
-        if (
-            child.type == "comment"
-            and child.start_point.row > header_end_row
-            and child.start_byte < body.start_byte
-        ):
-            start = min(start, child.start_byte)
-    return start, body.end_byte
+    """The decorated definition around ``node`` if it has decorators, else ``node`` (Python)."""
+    return defs.outer(node, PYTHON)
 
 
 def _docstring(definition: tree_sitter.Node) -> tree_sitter.Node | None:
@@ -528,18 +459,8 @@ def _docstring(definition: tree_sitter.Node) -> tree_sitter.Node | None:
 def _is_plain_string(string: tree_sitter.Node) -> bool:
     """Whether a string literal is a plain str: no b, f or t prefix."""
     opening = next((child for child in string.children if child.type == "string_start"), None)
-    prefix = _node_text(opening).lower() if opening is not None else ""
+    prefix = defs.node_text(opening).lower() if opening is not None else ""
     return not any(letter in prefix for letter in "bft")
-
-
-def _is_expression(node: tree_sitter.Node) -> bool:
-    """Whether ``node`` is a Python expression (a def's or class's own name is not)."""
-    if node.type not in _expression_types():
-        return False
-    parent = node.parent
-    return not (
-        parent is not None and parent.type in _DEFINITION_TYPES and parent.child_by_field_name("name") == node
-    )
 
 
 # --------------------------------------------------------------------------- validation
@@ -584,51 +505,6 @@ def _describe(span: Span) -> str:
 
 
 # --------------------------------------------------------------------------- tree-sitter plumbing
-
-
-@functools.cache
-def _language() -> tree_sitter.Language:
-    """The Python grammar, loaded once."""
-    return tree_sitter.Language(tree_sitter_python.language())
-
-
-@functools.cache
-def _definition_query() -> tree_sitter.Query:
-    """Query matching every function and class definition, compiled once."""
-    return tree_sitter.Query(_language(), "[(function_definition) (class_definition)] @definition")
-
-
-@functools.cache
-def _expression_types() -> frozenset[str]:
-    """Node types of Python expressions, read from the grammar's ``expression`` supertype."""
-    language = _language()
-    supertypes = set(language.supertypes)
-    found: set[str] = set()
-    pending = [language.id_for_node_kind("expression", True)]
-    while pending:
-        for subtype in language.subtypes(pending.pop()):
-            if subtype in supertypes:
-                pending.append(subtype)
-            else:
-                found.add(language.node_kind_for_id(subtype))
-    return frozenset(found)
-
-
-@functools.cache
-def _parse_cache() -> ParseCache:
-    """The trees of the last few texts parsed (infill.parse_cache: a text is parsed once, and a
-    changed text incrementally)."""
-    return ParseCache(_language())
-
-
-def parse_tree(text: str) -> tuple[bytes, tree_sitter.Node]:
-    """The UTF-8 bytes of ``text`` and the root of their syntax tree."""
-    return _parse_cache().parse(text)
-
-
-def _node_text(node: tree_sitter.Node) -> str:
-    """The source text a node covers."""
-    return (node.text or b"").decode("utf-8", "surrogatepass")
 
 
 def _line_shaped_start(data: bytes, start: int) -> int:

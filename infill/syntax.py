@@ -1,4 +1,4 @@
-"""Syntax errors of Python text, as tree-sitter finds them (plain functions of the text).
+"""Syntax errors of a text in its language, as tree-sitter finds them (plain functions).
 
 tree-sitter parses any text; where it cannot make sense of the code it leaves ``ERROR`` nodes
 (tokens it had to skip) and zero-width ``MISSING`` nodes (a token it had to assume, such as a
@@ -6,10 +6,12 @@ closing parenthesis). :func:`syntax_problems` lists them as character offsets (t
 ERROR of a nest only, every MISSING node). The language server publishes them as diagnostics
 (lsp_server.diagnostics); alternatives rank candidates that break a parsing file last.
 
-tree-sitter is lenient about what a grammar cannot see, indentation above all (an ``if`` with no
-indented body parses). :func:`python_problems` adds Python's own verdict (``ast.parse``) where
-tree-sitter finds nothing: the engine re-masks the tokens of a fill on the lines those problems
-touch (infill.repair).
+Each language is parsed with its own grammar (infill.languages): the tokens of another
+language's syntax are never asked of a file. A language without a grammar (plain text) has no
+syntax problems. tree-sitter is lenient about what a grammar cannot see, Python's indentation above
+all (an ``if`` with no indented body parses). :func:`file_problems` adds Python's own verdict
+(``ast.parse``) there where tree-sitter finds nothing: the engine re-masks the tokens of a fill on
+the lines those problems touch (infill.repair).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 
 import tree_sitter
 
-from infill.spans import parse_tree
+from infill.languages import PYTHON, Language
+from infill.parse_cache import parse_tree
 
 SYNTAX_ERROR = "syntax-error"  # an ERROR node: code tree-sitter could not parse
 MISSING_TOKEN = "missing-token"  # a MISSING node: a token tree-sitter had to assume
@@ -45,14 +48,16 @@ def overlaps(problem: SyntaxProblem, start: int, end: int) -> bool:
     return problem.start <= end and start <= problem.end
 
 
-def has_syntax_error(text: str) -> bool:
-    """Whether tree-sitter finds an ERROR or MISSING node anywhere in the Python source."""
-    return parse_tree(text)[1].has_error
+def has_syntax_error(text: str, language: Language = PYTHON) -> bool:
+    """Whether tree-sitter finds an ERROR or MISSING node anywhere in ``text``."""
+    return language.has_grammar and parse_tree(text, language)[1].has_error
 
 
-def syntax_problems(text: str, limit: int = MAX_PROBLEMS) -> list[SyntaxProblem]:
-    """ERROR and MISSING nodes of ``text`` parsed as Python, in document order, at most ``limit``."""
-    data, root = parse_tree(text)
+def syntax_problems(text: str, language: Language = PYTHON, limit: int = MAX_PROBLEMS) -> list[SyntaxProblem]:
+    """ERROR and MISSING nodes of ``text`` in ``language``, in document order, at most ``limit``."""
+    if not language.has_grammar:
+        return []
+    data, root = parse_tree(text, language)
     if not root.has_error:
         return []
     to_char = _char_offsets(text, data)
@@ -73,11 +78,11 @@ def syntax_problems(text: str, limit: int = MAX_PROBLEMS) -> list[SyntaxProblem]
     return sorted(problems, key=lambda problem: (problem.start, problem.end))
 
 
-def python_problems(text: str) -> list[SyntaxProblem]:
-    """tree-sitter's problems; if it finds none, the one ``ast.parse`` reports, if any (over the
-    line it names, without its terminator)."""
-    found = syntax_problems(text)
-    if found:
+def file_problems(text: str, language: Language = PYTHON) -> list[SyntaxProblem]:
+    """tree-sitter's problems; if it finds none in Python, the one ``ast.parse`` reports, if any
+    (over the line it names, without its terminator)."""
+    found = syntax_problems(text, language)
+    if found or language is not PYTHON:
         return found
     try:
         with warnings.catch_warnings():

@@ -49,6 +49,7 @@ from infill.docstring_sites import missing_docstring_at, missing_docstrings
 from infill.document import Document, document_from_bytes
 from infill.edits import TextEdit
 from infill.errors import InputError
+from infill.languages import PYTHON, Language
 from infill.spans import Span, node_at_offset, validate_spans
 from infill.syntax import SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
 from infill.window import window_around
@@ -170,14 +171,15 @@ def list_actions(
     encoding: str = UTF16,
     alternatives: int = 1,
     ready: Sequence[types.CodeAction] = (),
+    language: Language = PYTHON,
 ) -> list[types.CodeAction]:
     """Quick fixes first, then ``ready`` (resolved actions, such as the alternatives sampled for
     this range), then the other actions (:func:`code_actions`, offering ``alternatives``
     candidates); an action that would do what an earlier one does (same mode, span and
     candidate) is left out, and so is one of a kind that ``only`` filters out."""
-    found = quick_fixes(uri, version, text, start, end, only, encoding)
+    found = quick_fixes(uri, version, text, start, end, only, encoding, language)
     found += [action for action in ready if kind_allowed(action.kind or "", only)]
-    found += code_actions(uri, version, text, start, end, only, alternatives)
+    found += code_actions(uri, version, text, start, end, only, alternatives, language)
     seen: set[tuple[Any, ...]] = set()
     unique = []
     for action in found:
@@ -197,6 +199,7 @@ def code_actions(
     end: int,
     only: Sequence[str] | None = None,
     alternatives: int = 1,
+    language: Language = PYTHON,
 ) -> list[types.CodeAction]:
     """Unresolved actions for the characters [start, end) of ``text`` (no model run), in order:
 
@@ -209,6 +212,8 @@ def code_actions(
     - "add docstring to <definition>" when the innermost definition around the start lacks one;
     - "add missing docstrings in file (N)" when some definition lacks one.
 
+    Nodes, fixes of statements and documentation are those of ``language`` (none in plain text).
+
     ``only`` is the client's ``context.only`` filter (hierarchical code action kinds).
     """
     actions = []
@@ -217,7 +222,7 @@ def code_actions(
         data = ActionData(uri, version, SELECTION, start, end, FILL)
         actions.append(_action("Infill: fill selection", SELECTION_KIND, data))
     if kind_allowed(NODE_KIND, only):
-        found = node_at_cursor(text, start, end)
+        found = node_at_cursor(text, start, end, language)
         if found is not None and (found[0].start, found[0].end) != (start, end):
             span, kind = found
             data = ActionData(uri, version, kind, span.start, span.end, NODE)
@@ -227,7 +232,7 @@ def code_actions(
             data = ActionData(uri, version, SELECTION, start, end, FIX)
             actions.append(_action("Infill: fix selection", FIX_KIND, data))
         elif start == end:
-            statement = node_at_offset(text, start, "statement")
+            statement = node_at_offset(text, start, "statement", language)
             if statement is not None and statement.start < statement.end:
                 data = ActionData(uri, version, "statement", statement.start, statement.end, FIX)
                 actions.append(_action(f"Infill: fix {statement.label}", FIX_KIND, data))
@@ -236,12 +241,12 @@ def code_actions(
         title = f"Infill: fill selection ({alternatives} alternatives)"
         actions.append(_action(title, ALTERNATIVES_KIND, data))
     if kind_allowed(DOCSTRING_KIND, only):
-        site = missing_docstring_at(text, start)
+        site = missing_docstring_at(text, start, language)
         if site is not None:
             data = ActionData(uri, version, DEFINITION, site.start, site.end, DOCUMENT)
             actions.append(_action(f"Infill: add docstring to {site.name}", DOCSTRING_KIND, data))
     if kind_allowed(FILE_DOCSTRINGS_KIND, only):
-        sites = missing_docstrings(text)
+        sites = missing_docstrings(text, language=language)
         if sites:
             data = ActionData(uri, version, FILE, 0, len(text), DOCUMENT)
             title = f"Infill: add missing docstrings in file ({len(sites)})"
@@ -257,6 +262,7 @@ def quick_fixes(
     end: int,
     only: Sequence[str] | None = None,
     encoding: str = UTF16,
+    language: Language = PYTHON,
 ) -> list[types.CodeAction]:
     """A quick fix (kind "quickfix") per syntax error touching ``[start, end]``.
 
@@ -268,9 +274,9 @@ def quick_fixes(
     if not kind_allowed(QUICK_FIX_KIND, only):
         return []
     fixes: dict[tuple[int, int], tuple[Span, str, list[SyntaxProblem]]] = {}
-    for problem in syntax_problems(text):
+    for problem in syntax_problems(text, language):
         if overlaps(problem, start, end):
-            span, kind = diagnostics.fix_span(text, problem)
+            span, kind = diagnostics.fix_span(text, problem, language)
             fixes.setdefault((span.start, span.end), (span, kind, []))[2].append(problem)
     actions = []
     for span, kind, problems in fixes.values():
@@ -290,7 +296,9 @@ def has_tokens(text: str, problem: SyntaxProblem) -> bool:
     return problem.code == SYNTAX_ERROR and bool(text[problem.start : problem.end].strip())
 
 
-def node_at_cursor(text: str, start: int, end: int | None = None) -> tuple[Span, str] | None:
+def node_at_cursor(
+    text: str, start: int, end: int | None = None, language: Language = PYTHON
+) -> tuple[Span, str] | None:
     """The smallest node of :data:`NODE_KINDS` around ``start`` that contains ``[start, end)``.
 
     Returns the node's span (labelled, e.g. "statement on line 3") and its kind; None if the
@@ -300,7 +308,7 @@ def node_at_cursor(text: str, start: int, end: int | None = None) -> tuple[Span,
     end = start if end is None else end
     found = []
     for kind in NODE_KINDS:
-        span = node_at_offset(text, start, kind)
+        span = node_at_offset(text, start, kind, language)
         if span is not None and span.start <= start and end <= span.end and span.start < span.end:
             found.append((span.end - span.start, NODE_KINDS.index(kind), span, kind))
     if not found:
@@ -327,6 +335,7 @@ def run_action(
     on_step: Callable[[Any, Any], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     on_site: Callable[[int, int], None] | None = None,
+    language: Language = PYTHON,
 ) -> Outcome:
     """Run the action ``data`` describes on ``text`` (the document at ``data.version``).
 
@@ -341,7 +350,7 @@ def run_action(
         raise InputError(f"{data.mode!r} actions are not resolved here")
     check_span(text, data)
     options = options or InfillOptions()
-    document = text_document(text)
+    document = text_document(text, language)
     if data.mode == DOCUMENT:
         return _document(denoiser, document, data, options, on_step, cancelled, on_site)
     # The model sees a window of the file: only that is tokenized and parsed (infill.window).
@@ -379,11 +388,13 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
     if data.kind == FILE:
         # The sites inside the action's span (all of them: a listed file action spans the whole
         # text); data from a client that changed the span must not get edits outside it.
-        sites = [s for s in missing_docstrings(document.text) if data.start <= s.start and s.end <= data.end]
+        found = missing_docstrings(document.text, language=document.language)
+        sites = [s for s in found if data.start <= s.start and s.end <= data.end]
         if not sites:
             return Outcome([], "no docstring to add", "every function and class has a docstring")
     else:
-        sites = [s for s in missing_docstrings(document.text) if (s.start, s.end) == (data.start, data.end)]
+        found = missing_docstrings(document.text, language=document.language)
+        sites = [s for s in found if (s.start, s.end) == (data.start, data.end)]
         if not sites:
             raise InputError(f"no definition without a docstring at characters {data.start}-{data.end}")
     result = run(denoiser, DocstringRequest(document, sites, options), Hooks(on_step, cancelled, on_site))
@@ -404,9 +415,10 @@ def resolve(
     on_step: Callable[[Any, Any], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     annotate: bool = False,
+    language: Language = PYTHON,
 ) -> types.WorkspaceEdit:
     """:func:`run_action`, its edits made a ``WorkspaceEdit`` (see :func:`workspace_edit`)."""
-    outcome = run_action(denoiser, text, data, options, on_step, cancelled)
+    outcome = run_action(denoiser, text, data, options, on_step, cancelled, language=language)
     return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
 
 
@@ -456,8 +468,9 @@ def check_span(text: str, data: ActionData) -> None:
         )
 
 
-def text_document(text: str) -> Document:
-    """The engine's document for an editor's text (offsets are the text's own, a BOM included).
+def text_document(text: str, language: Language = PYTHON) -> Document:
+    """The engine's document for an editor's text in ``language`` (offsets are the text's own, a
+    BOM included).
     InputError for a text with a lone surrogate (ill-formed UTF-16 from the client): it has no
     UTF-8 form, so no file could hold it."""
     lone = _LONE_SURROGATE.search(text)
@@ -468,7 +481,7 @@ def text_document(text: str) -> Document:
             "(ill-formed UTF-16 from the editor), which no UTF-8 file can hold: fix that character first"
         )
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
-    return dataclasses.replace(document, text=text) if document.text != text else document
+    return dataclasses.replace(document, text=text, language=language)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

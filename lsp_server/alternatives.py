@@ -37,6 +37,7 @@ from lsprotocol import types
 
 from infill.edits import minimal_edit
 from infill.errors import InputError
+from infill.languages import PYTHON, Language
 from infill.spans import Span
 from lsp_server.actions import (
     ALTERNATIVE,
@@ -141,6 +142,7 @@ def sample_alternatives(
     options: InfillOptions | None = None,
     on_step: Callable[[Any, Any], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    language: Language = PYTHON,
 ) -> AlternativeSet:
     """Sample ``n`` fills of the span of ``data`` as one batch (at the options' temperature if it
     is above 0, else 0.8); the distinct ones, best first, as a set at ``data.version``."""
@@ -149,7 +151,7 @@ def sample_alternatives(
     from infill.pipeline import Hooks, run
 
     check_span(text, data)
-    document = text_document(text)
+    document = text_document(text, language)
     span = Span(data.start, data.end, data.kind)
     request = AlternativesRequest(document, span, n, options or InfillOptions())
     found = run(denoiser, request, Hooks(on_step, cancelled))

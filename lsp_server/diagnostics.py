@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
+from infill.languages import PYTHON, Language
 from infill.spans import Span, node_at_offset
 from infill.syntax import SyntaxProblem, syntax_problems
 from lsp_server.positions import UTF16, content_end, line_starts, offset_to_position
@@ -48,12 +49,13 @@ def to_diagnostics(
     return [to_diagnostic(text, problem, encoding, starts=starts) for problem in problems]
 
 
-def diagnostics(text: str, encoding: str = UTF16) -> list[types.Diagnostic]:
-    """The syntax errors of ``text`` as LSP diagnostics; empty when it parses."""
-    return to_diagnostics(text, syntax_problems(text), encoding)
+def diagnostics(text: str, encoding: str = UTF16, language: Language = PYTHON) -> list[types.Diagnostic]:
+    """The syntax errors of ``text`` in ``language`` as LSP diagnostics; empty when it parses
+    (or the language has no grammar)."""
+    return to_diagnostics(text, syntax_problems(text, language), encoding)
 
 
-def fix_span(text: str, problem: SyntaxProblem) -> tuple[Span, str]:
+def fix_span(text: str, problem: SyntaxProblem, language: Language = PYTHON) -> tuple[Span, str]:
     """What a quick fix for ``problem`` regenerates, and its kind ("statement" or "lines").
 
     The smallest statement that holds the whole error, when it has at most
@@ -63,7 +65,7 @@ def fix_span(text: str, problem: SyntaxProblem) -> tuple[Span, str]:
     """
     starts = line_starts(text)
     first, last = _problem_lines(text, starts, problem)
-    statement = node_at_offset(text, problem.start, "statement")
+    statement = node_at_offset(text, problem.start, "statement", language)
     if statement is not None and statement.start <= problem.start and problem.end <= statement.end:
         lines = text.count("\n", statement.start, statement.end) + 1
         if lines <= MAX_FIX_LINES and statement.start < statement.end:

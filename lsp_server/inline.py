@@ -8,12 +8,14 @@ ghost text: an ``InlineCompletionItem`` whose range is the cursor itself (nothin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from infill.document import document_from_bytes
+from infill.languages import PYTHON, Language
 from lsp_server.positions import UTF16, offset_to_position
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ def inline_completions(
     encoding: str = UTF16,
     alternatives: int = 1,
     cancelled: Callable[[], bool] | None = None,
+    language: Language = PYTHON,
 ) -> list[types.InlineCompletionItem]:
     """What to insert at character ``offset`` of ``text``: distinct, non-blank completions.
 
@@ -45,6 +48,7 @@ def inline_completions(
     if not text:
         return []
     document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
+    document = dataclasses.replace(document, language=language)
     request = InlineRequest(document, offset, options or InfillOptions(), alternatives)
     completions = run(denoiser, request, Hooks(cancelled=cancelled))
     position = offset_to_position(text, offset, encoding)

@@ -23,7 +23,7 @@
   :mod:`lsp_server.integrity`), the answer is a ContentModified error, never a stale edit. An
   edit that needs the user's confirmation is annotated as such when the client supports change
   annotations. A resolve that changes nothing says why in a ``window/showMessage`` (Info).
-- Bad requests (unknown document, range past the end, not Python, foreign action data) get a
+- Bad requests (unknown document, range past the end, a language turned off, foreign action data) get a
   JSON-RPC error; a model that cannot be loaded is shown once (``window/showMessage``) and its
   requests fail; the server keeps running.
 
@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import attrs
 from lsprotocol import types
@@ -61,7 +61,8 @@ from pygls.workspace import TextDocument
 
 from infill import __version__
 from infill.errors import Cancelled, InputError
-from infill.model_info import model_card
+from infill.languages import Language, detect
+from infill.model_info import language_notice, model_card
 from lsp_server import actions, diagnostics, inline
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
 from lsp_server.integrity import IntegrityProtocol, check_current, strict_converter, text_digest
@@ -80,7 +81,6 @@ from lsp_server.transport import serve_stdio
 logger = logging.getLogger("infill-lsp")
 
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
-PYTHON_SUFFIXES = (".py", ".pyi")
 CONFIGURATION_WAIT_S = 5.0
 """How long a model job waits for the client's answer to ``workspace/configuration``."""
 
@@ -159,17 +159,34 @@ class InfillLanguageServer(LanguageServer):
 
     # ------------------------------------------------------------------ documents
 
-    def python_document(self, uri: str) -> TextDocument:
-        """The open document ``uri``; InvalidParams if it is not open or not Python."""
+    def open_document(self, uri: str) -> tuple[TextDocument, Language]:
+        """The open document ``uri`` and its language; InvalidParams if it is not open or its
+        language is not one the ``languages`` setting turns on."""
         document = self.workspace.text_documents.get(unquote(uri))
         if document is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: it is not open (send didOpen first)")
-        if not is_python(document, uri):
+        language = self.language_of(document, uri)
+        if language is None:
             raise JsonRpcInvalidParams(
-                f"{uri} is a {document.language_id or 'plain text'} document; infill fills Python only"
+                f"{uri} is a {document.language_id or 'plain text'} document; the languages setting "
+                f"turns infill on for {', '.join(self.settings.languages or ())} only"
             )
         check_current(document, uri, document.version, None, self.protocol.out_of_sync)
-        return document
+        return document, language
+
+    def language_of(self, document: TextDocument, uri: str) -> Language | None:
+        """The document's language: its languageId's, else its file extension's (infill.languages);
+        plain text for a language without a grammar. None when the ``languages`` setting leaves
+        it out. What there is to say about it (filled as text; the shipped model knows only
+        Python) is said once per session."""
+        detected = detect(document.language_id or None, unquote(urlparse(uri).path))
+        language = detected.language
+        enabled = self.settings.languages
+        if enabled is not None and language.name not in enabled:
+            return None
+        notices = [detected.notice, language_notice(language, self.settings.model_path)]
+        self.show_once([notice for notice in notices if notice], types.MessageType.Info)
+        return language
 
     def check_current(self, uri: str, version: int | None, digest: str | None) -> None:
         """ContentModified unless ``uri`` is open, in sync, at ``version`` with text of ``digest``."""
@@ -177,11 +194,13 @@ class InfillLanguageServer(LanguageServer):
         check_current(document, uri, version, digest, self.protocol.out_of_sync)
 
     def publish_diagnostics(self, uri: str) -> None:
-        """Publish the syntax errors of the open Python document ``uri`` (none: an empty list)."""
+        """Publish the syntax errors of the open document ``uri`` in its language (none: an empty
+        list; a document of a language that is off or has no grammar gets none)."""
         document = self.workspace.text_documents.get(unquote(uri))
-        if document is None or not is_python(document, uri):
+        language = self.language_of(document, uri) if document is not None else None
+        if document is None or language is None or not language.has_grammar:
             return
-        found = diagnostics.diagnostics(document.source, self.position_encoding)
+        found = diagnostics.diagnostics(document.source, self.position_encoding, language)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
         )
@@ -217,6 +236,14 @@ class InfillLanguageServer(LanguageServer):
         for warning in warnings:
             logger.warning("%s", warning)
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=warning))
+
+    def show_once(self, messages: list[str], kind: types.MessageType) -> None:
+        """Show each message the first time only (this session)."""
+        for message in messages:
+            if message not in self.shown_warnings:
+                self.shown_warnings.add(message)
+                logger.info("%s", message)
+                self.window_show_message(types.ShowMessageParams(type=kind, message=f"infill: {message}"))
 
     # ------------------------------------------------------------------ model
 
@@ -377,11 +404,6 @@ def _load_backend(
     return load(path, device, dtype, threads=threads, trust_remote_code=trust_remote_code)
 
 
-def is_python(document: TextDocument, uri: str) -> bool:
-    language = (document.language_id or "").lower()
-    return language == "python" or (language == "" and uri.endswith(PYTHON_SUFFIXES))
-
-
 # ---------------------------------------------------------------------- handlers
 
 
@@ -442,7 +464,7 @@ def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> lis
     """List quick fixes, fills, fixes, docstrings and alternatives for the range; instant (no
     model run): the alternatives already sampled for it come resolved."""
     uri = params.text_document.uri
-    document = ls.python_document(uri)
+    document, language = ls.open_document(uri)
     text = document.source
     try:
         start, end = range_to_offsets(text, params.range, ls.position_encoding)
@@ -452,7 +474,9 @@ def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> lis
     edit_options = (encoding, ls.supports_document_changes, ls.supports_change_annotations)
     ready = ls.alternatives.actions(uri, version, start, end, *edit_options)
     alternatives = ls.settings.alternatives
-    listed = actions.list_actions(uri, version, text, start, end, only, encoding, alternatives, ready)
+    listed = actions.list_actions(
+        uri, version, text, start, end, only, encoding, alternatives, ready, language
+    )
     digest = text_digest(text)  # resolving checks the text too, not only the version
     for action in listed:
         action.data = {**action.data, "digest": digest}
@@ -469,7 +493,7 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
         data = actions.ActionData.from_json(action.data)
     except InputError as error:
         raise JsonRpcInvalidParams(str(error)) from None
-    document = ls.python_document(data.uri)
+    document, language = ls.open_document(data.uri)
     ls.check_current(data.uri, data.version, data.digest)
     text = document.source
     edit_options = (ls.position_encoding, ls.supports_document_changes, ls.supports_change_annotations)
@@ -484,9 +508,10 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
     def work(backend, options, on_step, cancelled) -> tuple[Any, actions.Outcome]:
         if data.mode != actions.ALTERNATIVE:
             on_site = getattr(on_step, "site", None)
-            return None, actions.run_action(backend, text, data, options, on_step, cancelled, on_site)
+            outcome = actions.run_action(backend, text, data, options, on_step, cancelled, on_site, language)
+            return None, outcome
         n = ls.settings.alternatives
-        found = sample_alternatives(backend, text, data, n, options, on_step, cancelled)
+        found = sample_alternatives(backend, text, data, n, options, on_step, cancelled, language)
         return found, found.outcome(0)
 
     started = time.perf_counter()
@@ -511,7 +536,7 @@ async def inline_completion(
 ) -> types.InlineCompletionList:
     """What goes at the cursor, written with the code before and after it as context."""
     uri = params.text_document.uri
-    document = ls.python_document(uri)
+    document, language = ls.open_document(uri)
     text, version = document.source, document.version
     try:
         offset = position_to_offset(text, params.position, ls.position_encoding)
@@ -521,7 +546,7 @@ async def inline_completion(
     def work(backend, options, on_step, cancelled) -> list[types.InlineCompletionItem]:
         alternatives = ls.settings.alternatives
         return inline.inline_completions(
-            backend, text, offset, options, ls.position_encoding, alternatives, cancelled
+            backend, text, offset, options, ls.position_encoding, alternatives, cancelled, language
         )
 
     items = await ls.run_model_job(uri, work, INLINE)
@@ -561,7 +586,7 @@ def create_server() -> InfillLanguageServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="infill-lsp", description="Language server for infill (Python).")
+    parser = argparse.ArgumentParser(prog="infill-lsp", description="Language server for infill.")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default)")
     transport.add_argument("--tcp", action="store_true", help="listen on --host:--port")

@@ -26,8 +26,10 @@ section of the client's configuration (``workspace/configuration``,
      "passBudget": 400,                    # forward passes a fill and its repairs take in all
                                            #   (0: no bound; default 400, 48 for a published model)
      "threads": 2,                         # CPU threads for torch; default: torch's choice
-     "requestTimeout": 300}                # seconds of model time a request may take (0: no
+     "requestTimeout": 300,                # seconds of model time a request may take (0: no
                                            # bound); past it the job stops with an error
+     "languages": ["python", "go"]}        # the languages infill answers for (names of
+                                           # infill.languages, or "text"); default: all
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
 keeps its ``initializationOptions`` value. A value of the wrong type is ignored with a warning
@@ -41,10 +43,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from infill.languages import LANGUAGES, TEXT, named
+
 if TYPE_CHECKING:
     from infill.options import InfillOptions
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+NAMES = (*(language.name for language in LANGUAGES), TEXT.name)
 SECTION = "infill"
 """The configuration section the server asks the client for."""
 DEFAULT_REQUEST_TIMEOUT = 300.0
@@ -69,6 +74,7 @@ class Settings:
     dtype: str = "auto"
     trust_remote_code: bool = False
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
+    languages: tuple[str, ...] | None = None  # names of infill.languages (and "text"); None: all
 
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
         """Engine options: the sampler's defaults, then the model family's recommended settings
@@ -137,7 +143,9 @@ _KEYS = {
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6,
         "a number of seconds from 0 (no bound) to 1000000",
     ),
-}
+    "languages": ("languages", lambda v: _language_names(v) is not None,
+                  f"a list of language names ({', '.join(NAMES)})"),
+}  # fmt: skip
 
 
 def parse_settings(
@@ -160,6 +168,8 @@ def parse_settings(
             values[field] = float(value) if field == "temperature" else value
             if field == "request_timeout":
                 values[field] = float(value) or None  # 0: no bound
+            if field == "languages":
+                values[field] = _language_names(value)
         else:
             warnings.append(f"{source}.{key} should be {expected}, got {value!r}: ignored")
     return dataclasses.replace(base, **values), warnings
@@ -174,6 +184,17 @@ def section_of(settings: Any) -> Any:
         if any(key in settings for key in _KEYS):
             return settings
     return None
+
+
+def _language_names(value: Any) -> tuple[str, ...] | None:
+    """The names of infill.languages that a ``languages`` list gives (languageIds too), or None
+    if it is not a list of such names."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return None
+    found = [named(item) for item in value]
+    if any(language is None for language in found):
+        return None
+    return tuple(language.name for language in found if language is not None)
 
 
 def _is_int(value: Any) -> bool:

@@ -147,11 +147,12 @@ def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(nvim, tmp_path, cont
 COMMAND_SCRIPT = ROOT / "tests" / "nvim" / "command.lua"
 
 
-def run_command(nvim, tmp_path, model, lines, command, select, init=None, pick=None, diagnostics=False):
-    """Write ``lines`` to a .py file; in nvim, make the selection ``select`` (see
-    tests/nvim/command.lua) and run ``command``; return the report and the original and written
-    text. ``model`` None: the shipped model."""
-    source = tmp_path / "example.py"
+def run_command(nvim, tmp_path, model, lines, command, select, init=None, pick=None, diagnostics=False,
+                file_name="example.py", filetype="python"):  # fmt: skip
+    """Write ``lines`` to ``file_name``; in nvim (the buffer's ``filetype`` set), make the
+    selection ``select`` (see tests/nvim/command.lua) and run ``command``; return the report and
+    the original and written text. ``model`` None: the shipped model."""
+    source = tmp_path / file_name
     original = "\n".join(lines) + "\n"
     source.write_bytes(original.encode("utf-8"))
     report_path = tmp_path / "report.json"
@@ -165,6 +166,7 @@ def run_command(nvim, tmp_path, model, lines, command, select, init=None, pick=N
         "INFILL_FILE": str(source),
         "INFILL_COMMAND": command,
         "INFILL_SELECT": select,
+        "INFILL_FILETYPE": filetype,
         "INFILL_REPORT": str(report_path),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
@@ -228,6 +230,28 @@ def test_infill_fill_at_the_cursor_fills_the_node_there(nvim, tmp_path, tiny_mod
     assert written.startswith("".join(line + "\n" for line in old_lines[:10]))
     assert written.endswith("\n" + "\n".join(old_lines[11:]))
     assert written != original
+
+
+def test_infill_fill_in_a_typescript_buffer(nvim, tmp_path, tiny_model):
+    """The plugin attaches to a typescript buffer; a linewise fill replaces whole lines only; at
+    the cursor, the node is a TypeScript statement (the for loop)."""
+    from language_samples import TYPESCRIPT
+
+    lines = TYPESCRIPT.split("\n")[:-1]
+    first = lines.index("  let sum = 0;")  # 0-based; the for loop is on the next line
+    ts = {"file_name": "shapes.ts", "filetype": "typescript"}
+    report, original, written = run_command(
+        nvim, tmp_path, tiny_model, lines, "InfillFill", f"lines:{first + 1}-{first + 1}", **ts
+    )
+    assert report["last"]["title"] == "Infill: fill selection"
+    assert_lines_replaced(original, written, first, first)
+    report, original, written = run_command(
+        nvim, tmp_path, tiny_model, lines, "InfillFill", f"cursor:{first + 2}:2", **ts
+    )
+    assert report["last"]["title"] == f"Infill: fill statement on line {first + 2}"
+    loop_end = lines.index("  }", first)
+    assert written.startswith("".join(line + "\n" for line in lines[: first + 1]))
+    assert written.endswith("".join(line + "\n" for line in lines[loop_end + 1 :]))
 
 
 def test_infill_fix_at_the_cursor_takes_the_quick_fix(nvim, tmp_path, contrarian_model):

@@ -254,8 +254,11 @@ async def test_bad_requests_get_errors_and_the_server_keeps_answering(client: La
         await list_actions(client, "file:///project/never-opened.py", origin)
     with pytest.raises(JsonRpcInvalidParams, match="past the end"):
         await list_actions(client, uri, origin, types.Position(line=40, character=0))
-    with pytest.raises(JsonRpcInvalidParams, match="Python only"):
-        await list_actions(client, "file:///project/notes.txt", origin)
+    # plain text is filled as text: a selection, no nodes, fixes of statements or docstrings
+    word = types.Position(line=0, character=4)
+    as_text = await list_actions(client, "file:///project/notes.txt", origin, word)
+    assert [action.title for action in as_text] == ["Infill: fill selection", "Infill: fix selection",
+                                                    "Infill: fill selection (3 alternatives)"]  # fmt: skip
     foreign = types.CodeAction(title="not ours", data={"something": "else"})
     with pytest.raises(JsonRpcInvalidParams, match="lacks"):
         await client.code_action_resolve_async(foreign)

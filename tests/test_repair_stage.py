@@ -27,7 +27,7 @@ from infill.repair.fresh_fills import FRESH_FILLS
 from infill.repair.problems import tokens_to_remask
 from infill.sampler import SampleResult, SampleStats
 from infill.spans import Span, line_span
-from infill.syntax import has_syntax_error, python_problems
+from infill.syntax import file_problems, has_syntax_error
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
@@ -190,7 +190,7 @@ def test_in_a_broken_file_only_the_problems_that_touch_the_fill_are_retried(make
 
 
 def problem_lines(text: str) -> list[int]:
-    return [text.count("\n", 0, p.start) for p in python_problems(text)]
+    return [text.count("\n", 0, p.start) for p in file_problems(text)]
 
 
 @pytest.mark.parametrize(
@@ -213,7 +213,7 @@ def test_tokens_on_the_problem_lines_are_the_ones_remasked(make_oracle, fill: st
     filled = filled_text(probe, document, canvas, ids)
     assert filled == SOURCE.replace(SOURCE[span.start : span.end], fill)
 
-    remask = tokens_to_remask(probe, document, canvas, ids, python_problems(filled))
+    remask = tokens_to_remask(probe, document, canvas, ids, file_problems(filled))
     picked = [probe.decode([int(ids[0, i])]) for i in remask[0].nonzero().flatten()]
     assert "".join(picked).strip() == "".join(blamed).strip()
     assert not remask[0, : slot.start].any() and not remask[0, slot.start + len(fill_ids) :].any()
@@ -247,7 +247,7 @@ def test_a_canvas_with_two_fills_blames_each_its_own_lines(make_oracle):
         )
     filled = filled_text(probe, document, canvas, ids)
     assert problem_lines(filled) and has_syntax_error(filled)
-    remask = tokens_to_remask(probe, document, canvas, ids, python_problems(filled))
+    remask = tokens_to_remask(probe, document, canvas, ids, file_problems(filled))
     first, second = canvas.slots
     assert not remask[0, first.start : first.start + first.length].any()
     assert remask[0, second.start : second.start + second.length].any()

@@ -2,31 +2,31 @@
 
 from __future__ import annotations
 
-from infill.syntax import SYNTAX_ERROR, has_syntax_error, python_problems, syntax_problems
+from infill.syntax import SYNTAX_ERROR, file_problems, has_syntax_error, syntax_problems
 
 
 def test_valid_code_has_no_problems_either_way():
     text = "def f(x):\n    if x:\n        return 1\n    return 2\n"
-    assert python_problems(text) == syntax_problems(text) == [] and not has_syntax_error(text)
+    assert file_problems(text) == syntax_problems(text) == [] and not has_syntax_error(text)
 
 
 def test_tree_sitter_problems_come_first():
     text = "x = = 1\n"
-    assert python_problems(text) == syntax_problems(text) != []
+    assert file_problems(text) == syntax_problems(text) != []
 
 
 def test_what_tree_sitter_lets_through_python_reports_on_its_line():
     text = "def f(x):\r\n    if x:\r\n    return 2\r\n"  # no indented block after the if
     assert syntax_problems(text) == []
-    [problem] = python_problems(text)
+    [problem] = file_problems(text)
     assert problem.code == SYNTAX_ERROR and "indented block" in problem.message
     assert text[problem.start : problem.end] == "    return 2"  # the line, without "\r\n"
 
 
 def test_an_invalid_escape_is_a_warning_not_a_problem(recwarn):
-    assert python_problems('path = "C:\\d"\n') == []
+    assert file_problems('path = "C:\\d"\n') == []
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
 
 
 def test_text_python_cannot_parse_at_all_is_one_problem():
-    assert python_problems("x = 1\x00\n") != []
+    assert file_problems("x = 1\x00\n") != []

@@ -17,7 +17,7 @@ from infill.options import InfillOptions, SamplerConfig
 from infill.repair.problems import tokens_to_remask
 from infill.repair.token_edits import Edit, candidates
 from infill.spans import line_span
-from infill.syntax import python_problems
+from infill.syntax import file_problems
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)
@@ -41,12 +41,12 @@ def test_a_fill_the_retries_cannot_mend_is_mended_by_one_edit(make_oracle, oracl
         return infill(oracle, document, [span], options)
 
     broken = fill(edits=0)
-    assert broken.spans[0].new_text == "print(f(2)" and python_problems(apply_edits(SOURCE, broken.edits))
+    assert broken.spans[0].new_text == "print(f(2)" and file_problems(apply_edits(SOURCE, broken.edits))
     assert broken.stats.syntax_rounds == 2 and broken.stats.syntax_edits == 0
 
     mended = fill(edits=3)
     new = apply_edits(SOURCE, mended.edits)
-    assert not python_problems(new)
+    assert not file_problems(new)
     assert mended.stats.syntax_edits == 1 and mended.stats.revisions >= broken.stats.revisions + 1
     assert mended.stats.forward_passes == broken.stats.forward_passes + 2  # one edit, one last pass
     assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
@@ -102,7 +102,7 @@ def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make
     probs = torch.full((ids.size(1), probe.tokenizer.vocab_size), 1e-6)
     probs[:, hash_id] = 0.9  # the model's favourite everywhere: a comment
     probs[:, plus] = 0.05
-    problems = python_problems(filled_text(probe, document, canvas, ids))
+    problems = file_problems(filled_text(probe, document, canvas, ids))
     blamed = tokens_to_remask(probe, document, canvas, ids, problems)
     assert blamed.any()
 
@@ -138,7 +138,7 @@ def test_two_edits_mend_what_one_cannot_when_the_first_moves_the_problem_on(make
     options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4, syntax_restarts=0)
     result = infill(oracle, document, [span], options)
     new = apply_edits(SOURCE, result.edits)
-    assert not python_problems(new) and result.stats.syntax_edits == 2  # ")" then "]"
+    assert not file_problems(new) and result.stats.syntax_edits == 2  # ")" then "]"
     assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
 
     one_edit = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=1, syntax_restarts=0)

@@ -2,7 +2,8 @@
 
 editors/vscode/e2e/run.mjs installs the extension's .vsix (and a test-only driver extension)
 into a fresh extensions folder, serves a temporary workspace with code-server and opens it in
-headless Chromium. The driver selects whole lines of a Python file and runs the extension's
+headless Chromium. The driver selects whole lines of a Python file (and, in a second run, of a
+TypeScript file: the extension activates for it and the server fills it) and runs the extension's
 "Infill: Fill selection" command, which asks the real ``infill-lsp`` (the shipped model, the
 server's default) for the fill and applies it; the driver saves the file. This test then checks
 the file: only the selected lines changed, the lines around them and the line breaks are kept,
@@ -99,19 +100,36 @@ def prerequisites() -> dict[str, str]:
     return {"node": node, "code_server": code_server, "chromium": chromium}
 
 
-def test_fill_selection_in_vscode(tmp_path: pathlib.Path) -> None:
+TYPESCRIPT = """\
+export function mean(values: number[]): number {
+  let total = 0;
+  for (const value of values) {
+    total += value;
+  }
+  return total / values.length;
+}
+"""
+CASES = {  # file name -> (its text, the first and last line selected, 0-based, inclusive)
+    "stats.py": (SOURCE, FIRST, LAST),
+    "stats.ts": (TYPESCRIPT, 1, 2),  # "let total = 0;" and the "for" line: a TypeScript file too
+}
+
+
+@pytest.mark.parametrize("file_name", list(CASES))
+def test_fill_selection_in_vscode(tmp_path: pathlib.Path, file_name: str) -> None:
     tools = prerequisites()
+    source, first, last = CASES[file_name]
     workspace = tmp_path / "workspace"
     (workspace / ".infill-e2e").mkdir(parents=True)
-    target = workspace / "stats.py"
-    target.write_bytes(SOURCE.encode())
-    lines = SOURCE.splitlines(keepends=True)
+    target = workspace / file_name
+    target.write_bytes(source.encode())
+    lines = source.splitlines(keepends=True)
     result = workspace / ".infill-e2e" / "result.json"
     spec = {
         "file": target.name,
-        "startLine": FIRST,
-        "endLine": LAST,
-        "linesAfter": SOURCE.count("\n") + 1 - (LAST + 1),  # VS Code's lineCount after the selection
+        "startLine": first,
+        "endLine": last,
+        "linesAfter": source.count("\n") + 1 - (last + 1),  # VS Code's lineCount after the selection
         "result": str(result),
     }
     (workspace / ".infill-e2e" / "spec.json").write_text(json.dumps(spec))
@@ -172,7 +190,7 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path) -> None:
     assert driver["saved"] and not driver["dirty"], driver
 
     after = target.read_bytes().decode()
-    prefix, suffix = "".join(lines[:FIRST]), "".join(lines[LAST + 1 :])
+    prefix, suffix = "".join(lines[:first]), "".join(lines[last + 1 :])
     assert after.startswith(prefix), f"text before the selection changed:\n{after}"
     assert after.endswith(suffix), f"text after the selection changed:\n{after}"
     filled = after[len(prefix) : len(after) - len(suffix)]
@@ -183,4 +201,4 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path) -> None:
     for token in SPECIAL_TOKENS:
         assert token not in after, f"special token {token} in the file:\n{after}"
     if command_result["applied"]:
-        assert filled != "".join(lines[FIRST : LAST + 1]), "an edit was applied but the text is the same"
+        assert filled != "".join(lines[first : last + 1]), "an edit was applied but the text is the same"

@@ -59,3 +59,23 @@ def test_every_command_has_a_title_and_the_keybindings_name_declared_commands() 
         assert binding["command"] in commands, binding
     keys = [(b["key"], b.get("when", "")) for b in MANIFEST["contributes"]["keybindings"]]
     assert len(keys) == len(set(keys)), "two commands on the same key in the same context"
+
+
+def test_the_extension_activates_and_selects_every_language_of_the_table() -> None:
+    import re
+
+    from infill.languages import LANGUAGES, named
+
+    table = LOGIC.split("export const LANGUAGE_IDS")[1].split("};")[0]
+    rows = re.findall(r"(\w+): \[(.*?)\]", table)
+    ids = {name: re.findall(r"'([\w+-]+)'", listed) for name, listed in rows}
+    assert set(ids) == {language.name for language in LANGUAGES}
+    for name, language_ids in ids.items():
+        assert language_ids and all(named(language_id).name == name for language_id in language_ids), name
+    every_id = {language_id for listed in ids.values() for language_id in listed}
+    events = {event.removeprefix("onLanguage:") for event in MANIFEST["activationEvents"]}
+    assert events == every_id
+    setting = MANIFEST["contributes"]["configuration"]["properties"]["infill.languages"]
+    assert setting["items"]["enum"] == [language.name for language in LANGUAGES]
+    for binding in MANIFEST["contributes"]["keybindings"]:
+        assert all(language_id in binding["when"] for language_id in every_id), binding

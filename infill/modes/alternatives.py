@@ -28,7 +28,7 @@ from infill.pipeline import Filled, Hooks, Job, run
 from infill.repair import RepairPolicy
 from infill.sampler import SampleStats, Step
 from infill.spans import Span, validate_spans
-from infill.syntax import python_problems
+from infill.syntax import file_problems
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -81,7 +81,7 @@ class AlternativesRequest:
         (part,) = filled  # one span: one canvas
         (slot,) = part.canvas.slots
         document, span, sampled = part.job.document, slot.span, part.sampled
-        parsed = not python_problems(document.text)
+        parsed = not file_problems(document.text, document.language)
         where = slice(slot.start, slot.start + slot.length)
         scores = sampled.confidence[:, where].clamp_min(1e-12).log().mean(1).tolist()
         best: dict[str, Candidate] = {}
@@ -90,7 +90,7 @@ class AlternativesRequest:
             if known is None:
                 edit = minimal_edit(document.text, span.start, span.end, new_text)
                 filled_text = document.text[: span.start] + new_text + document.text[span.end :]
-                breaks = parsed and bool(python_problems(filled_text))
+                breaks = parsed and bool(file_problems(filled_text, document.language))
                 best[new_text] = Candidate(new_text, edit, scores[row], [row], sampled.stats, breaks)
             else:
                 known.rows.append(row)

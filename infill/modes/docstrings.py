@@ -1,4 +1,5 @@
-"""Document mode: write a docstring for each function or class that lacks one.
+"""Document mode: write a docstring (in other languages: a documentation comment, in the
+language's convention, infill.doc_comments) for each function or class that lacks one.
 
     plan:   the sites (infill.docstring_sites) near each other as one job on the window of the
             file around them (infill.window: only that is tokenized and parsed, so a whole-file
@@ -22,7 +23,8 @@ and no trailing backslash, and a text ending in a quote gets a space before the 
 The literal must then parse on its own as a string, and if the file parsed before, it must parse
 after the insertion. A site whose text comes out empty, or fails those checks, gets no edit and
 a reason instead: this mode never inserts text the model did not write. Line endings are the
-file's.
+file's. A documentation comment is laid out by its convention (infill.doc_comments.render) and
+must leave a file that parsed parsing with its own grammar.
 """
 
 from __future__ import annotations
@@ -35,15 +37,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from infill import doc_comments
 from infill.canvas import Canvas
 from infill.docstring_sites import DocstringSite
 from infill.document import Document
 from infill.edits import TextEdit, apply_edits, minimal_edit
+from infill.languages import PYTHON, Language
 from infill.options import MULTI_LINE_STEPS, InfillOptions
 from infill.pipeline import Filled, Hooks, Job, jobs_of, run
 from infill.repair import RepairPolicy
 from infill.sampler import SampleStats, Step
 from infill.spans import Span
+from infill.syntax import has_syntax_error
 from infill.window import Window, fits_one_window, window_around
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
@@ -113,7 +118,7 @@ class DocstringRequest:
                 fill = _fill(group.part, here, text)
                 edit = None if fill.edit is None else group.window.edit(fill.edit)
                 fills.append(DocstringFill(site, fill.docstring, edit, fill.reason))
-        return DocstringResult(_keep_parsing(self.document.text, fills), stats)
+        return DocstringResult(_keep_parsing(self.document, fills), stats)
 
 
 @dataclass(frozen=True)
@@ -149,11 +154,11 @@ def insertion_layout(document: Document, sites: Sequence[DocstringSite]) -> tupl
     quotes that the model fills (in the returned document's offsets)."""
     pieces, spans, position, shift = [], [], 0, 0
     for site in sorted(sites, key=lambda s: s.start):
-        opening = site.before(document.newline) + QUOTES
-        closing = QUOTES + site.after(document.newline)
+        opening = site.before(document.newline) + site.opener
+        closing = site.closer + site.after(document.newline)
         pieces += [document.text[position : site.start], opening, closing]
         at = site.start + shift + len(opening)
-        spans.append(Span(at, at, f"docstring of {site.name}"))
+        spans.append(Span(at, at, f"documentation of {site.name}"))
         shift += len(opening) + len(closing) - (site.end - site.start)
         position = site.end
     pieces.append(document.text[position:])
@@ -173,7 +178,11 @@ def _groups(sites: Sequence[DocstringSite], context: int) -> list[list[Docstring
 
 
 def _fill(document: Document, site: DocstringSite, written: str) -> DocstringFill:
-    literal = docstring_literal(written, site.indent)
+    if site.is_comment:
+        convention = doc_comments.CONVENTIONS[site.style]
+        literal = doc_comments.render(convention, written, site.indent, site.own_name)
+    else:
+        literal = docstring_literal(written, site.indent)
     if literal is None:
         return DocstringFill(site, None, None, "the model wrote no usable docstring text")
     insertion = document.adapt_newlines(site.before("\n") + literal + site.after("\n"))
@@ -211,7 +220,9 @@ def _is_string_literal(literal: str) -> bool:
     return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
 
 
-def _parses(text: str) -> bool:
+def _parses(text: str, language: Language = PYTHON) -> bool:
+    if language is not PYTHON:
+        return not has_syntax_error(text, language)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -221,14 +232,16 @@ def _parses(text: str) -> bool:
     return True
 
 
-def _keep_parsing(text: str, fills: list[DocstringFill]) -> list[DocstringFill]:
-    """If `text` parses, drop the edits (one by one, if all together fail) after which it would not."""
+def _keep_parsing(document: Document, fills: list[DocstringFill]) -> list[DocstringFill]:
+    """If the document parses, drop the edits (one by one, if all together fail) after which it
+    would not."""
+    text, language = document.text, document.language
     edits = [fill.edit for fill in fills if fill.edit is not None]
-    if not edits or not _parses(text) or _parses(apply_edits(text, edits)):
+    if not edits or not _parses(text, language) or _parses(apply_edits(text, edits), language):
         return fills
     return [
         fill
-        if fill.edit is None or _parses(apply_edits(text, [fill.edit]))
+        if fill.edit is None or _parses(apply_edits(text, [fill.edit]), language)
         else DocstringFill(fill.site, None, None, "the file would not parse with this docstring")
         for fill in fills
     ]

@@ -29,7 +29,7 @@ from infill.repair.retries import retry
 from infill.repair.rows import Rows
 from infill.repair.token_edits import edit_rows
 from infill.sampler import SampleResult, Step, one_line
-from infill.syntax import overlaps, python_problems
+from infill.syntax import file_problems, overlaps
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -69,7 +69,7 @@ class RepairPolicy:
         if one_line([document.text[s.span.start : s.span.end] for s in canvas.slots]):
             policy = replace(policy, fresh_fills=0)
         if policy.only_where_broken and (policy.retries or policy.token_edits):
-            problems = python_problems(document.text)
+            problems = file_problems(document.text, document.language)
             spans = [slot.span for slot in canvas.slots]
             if not any(overlaps(p, s.start, s.end) for p in problems for s in spans):
                 policy = replace(policy, retries=0, token_edits=0)

@@ -1,11 +1,11 @@
 """Which syntax problems a fill causes, and which of its tokens they touch.
 
-Problems are counted with infill.syntax.python_problems: tree-sitter's, else the one Python's
-own parser reports (tree-sitter misses bad indentation). In a file that parsed before the fill
-every problem is the fill's doing; in one that did not (a quick fix for a syntax error fills or
-repairs the statement around it), only the problems that touch a fill are. tree-sitter often
-reports an unclosed bracket or a bad indent lines after the mistake, outside every fill: such a
-problem is blamed on the last line of the nearest fill before it.
+Problems are counted with infill.syntax.file_problems, in the document's language: tree-sitter's
+(in Python, else the one Python's own parser reports: tree-sitter misses bad indentation). In a
+file that parsed before the fill every problem is the fill's doing; in one that did not (a quick
+fix for a syntax error fills or repairs the statement around it), only the problems that touch a
+fill are. tree-sitter often reports an unclosed bracket or a bad indent lines after the mistake,
+outside every fill: such a problem is blamed on the last line of the nearest fill before it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from infill.canvas import Canvas, Slot
 from infill.decode import fill_extents, slot_text, slot_texts, span_text, spliced
 from infill.document import Document
-from infill.syntax import SyntaxProblem, overlaps, python_problems
+from infill.syntax import SyntaxProblem, file_problems, overlaps
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -37,9 +37,9 @@ class FillProblems:
         """The problems that are the fills' doing: all of them in a file that parsed; in one
         that did not, those that touch a fill."""
         texts = slot_texts(self.denoiser, self.document, self.canvas, row)
-        found = python_problems(spliced(self.document, self.canvas, texts))
+        found = file_problems(spliced(self.document, self.canvas, texts), self.document.language)
         if found and self._parsed_before is None:
-            self._parsed_before = not python_problems(self.document.text)
+            self._parsed_before = not file_problems(self.document.text, self.document.language)
         if not found or self._parsed_before:
             return found
         extents = fill_extents(self.document, self.canvas, texts)

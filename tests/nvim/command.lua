@@ -60,7 +60,8 @@ local function main()
   local buf = vim.api.nvim_get_current_buf()
   local infill = require('infill')
   infill.setup { cmd = cmd, init_options = init_options }
-  vim.cmd('set filetype=python') -- -u NONE: no filetype detection; this attaches the client
+  -- -u NONE: no filetype detection; setting it attaches the client
+  vim.cmd('set filetype=' .. (os.getenv('INFILL_FILETYPE') or 'python'))
   local client = check(vim.lsp.get_client_by_id(check(infill.client_id, 'no client')), 'no client')
   check(vim.wait(60000, function() return client.initialized end, 20), 'the server never initialized')
   step('initialized')

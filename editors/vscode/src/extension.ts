@@ -33,6 +33,8 @@ import {
     effectiveCommand,
     findServer,
     kindsFor,
+    documentSelector,
+    enabledLanguageIds,
     missingServerMessage,
     nothingToDo,
     requestErrorMessage,
@@ -76,7 +78,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         vscode.commands.registerCommand('infill.restartServer', restart),
         vscode.commands.registerCommand('infill.showOutput', () => output.show(true)),
         vscode.workspace.onDidChangeConfiguration((event) => {
-            if (event.affectsConfiguration('infill.serverPath') || event.affectsConfiguration('infill.serverArgs')) {
+            const restartOn = ['infill.serverPath', 'infill.serverArgs', 'infill.languages'];
+            if (restartOn.some((name) => event.affectsConfiguration(name))) {
                 void restart();
             }
         }),
@@ -134,10 +137,7 @@ async function startClient(): Promise<LanguageClient | undefined> {
     const args = config.get<string[]>('serverArgs') ?? [];
     const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
     const clientOptions: LanguageClientOptions = {
-        documentSelector: [
-            { scheme: 'file', language: 'python' },
-            { scheme: 'untitled', language: 'python' },
-        ],
+        documentSelector: documentSelector(config.get('languages')),
         initializationOptions: serverSettings(config),
         synchronize: { configurationSection: SECTION }, // didChangeConfiguration: the server pulls again
         outputChannel: output,
@@ -220,8 +220,9 @@ function errorText(error: unknown): string {
 /** List the server's code actions for the selection, run the one that fits ``command``. */
 async function runCommand(requested: CommandName): Promise<CommandResult> {
     const editor = vscode.window.activeTextEditor;
-    if (editor === undefined || editor.document.languageId !== 'python') {
-        return tell('infill: open a Python file first.');
+    const enabled = enabledLanguageIds(vscode.workspace.getConfiguration(SECTION).get('languages'));
+    if (editor === undefined || !enabled.includes(editor.document.languageId)) {
+        return tell(`infill: open a file of a language infill works in first (${enabled.join(', ')}).`);
     }
     const running = await ensureClient();
     if (running === undefined) {

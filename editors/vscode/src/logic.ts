@@ -24,6 +24,7 @@ export const SERVER_SETTINGS = [
     'threads',
     'trustRemoteCode',
     'requestTimeout',
+    'languages',
 ] as const;
 
 /** Settings only the extension reads. */
@@ -47,6 +48,38 @@ export function serverSettings(config: unknown): Record<string, unknown> {
         result[key] = typeof value === 'string' ? value.trim() : value;
     }
     return result;
+}
+
+// ---------------------------------------------------------------------- languages
+
+/**
+ * VS Code's languageIds of the languages infill knows, by infill's name for each (the table in
+ * infill/languages.py; package.json's activationEvents and `when` clauses list the same ids).
+ */
+export const LANGUAGE_IDS: Record<string, readonly string[]> = {
+    python: ['python'],
+    javascript: ['javascript', 'javascriptreact'],
+    typescript: ['typescript'],
+    tsx: ['typescriptreact'],
+    go: ['go'],
+    rust: ['rust'],
+    java: ['java'],
+    c: ['c'],
+    cpp: ['cpp'],
+};
+
+/** The languageIds infill works in: those of the `languages` setting's names, else all. */
+export function enabledLanguageIds(languages: unknown): string[] {
+    const names = Array.isArray(languages) && languages.length > 0 ? languages : Object.keys(LANGUAGE_IDS);
+    return names.flatMap((name) => (typeof name === 'string' ? (LANGUAGE_IDS[name] ?? []) : []));
+}
+
+/** The client's document selector: files and untitled editors of the enabled languages. */
+export function documentSelector(languages: unknown): { scheme: string; language: string }[] {
+    return enabledLanguageIds(languages).flatMap((language) => [
+        { scheme: 'file', language },
+        { scheme: 'untitled', language },
+    ]);
 }
 
 // ---------------------------------------------------------------------- code actions

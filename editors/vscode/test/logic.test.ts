@@ -10,6 +10,7 @@ import {
     FILE_DOCSTRINGS_KIND,
     FIX_KIND,
     INSTALL_COMMAND,
+    LANGUAGE_IDS,
     NODE_KIND,
     QUICK_FIX_KIND,
     SELECTION_KIND,
@@ -17,7 +18,9 @@ import {
     alternativeCandidates,
     chooseAction,
     describeRange,
+    documentSelector,
     effectiveCommand,
+    enabledLanguageIds,
     findServer,
     isLinewise,
     kindsFor,
@@ -28,6 +31,24 @@ import {
 } from '../src/logic';
 
 const pos = (line: number, character: number) => ({ line, character });
+
+describe('languages', () => {
+    it('works in every language of the table by default, and in those the setting names', () => {
+        const all = enabledLanguageIds(null);
+        assert.deepEqual(all, ['python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
+            'go', 'rust', 'java', 'c', 'cpp']);
+        assert.deepEqual(enabledLanguageIds([]), all);
+        assert.deepEqual(enabledLanguageIds(['go', 'tsx', 'cobol', 7]), ['go', 'typescriptreact']);
+    });
+
+    it('selects files and untitled editors of the enabled languages', () => {
+        assert.deepEqual(documentSelector(['typescript']), [
+            { scheme: 'file', language: 'typescript' },
+            { scheme: 'untitled', language: 'typescript' },
+        ]);
+        assert.equal(documentSelector(undefined).length, 2 * Object.values(LANGUAGE_IDS).flat().length);
+    });
+});
 
 describe('serverSettings', () => {
     it('passes the set server keys and drops unset ones and client-only ones', () => {
@@ -72,7 +93,7 @@ describe('serverSettings', () => {
         const expected = [
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'syntaxRounds',
             'syntaxEdits', 'syntaxRestarts', 'passBudget', 'recall', 'threads', 'device', 'dtype',
-            'trustRemoteCode', 'requestTimeout',
+            'trustRemoteCode', 'requestTimeout', 'languages',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {

@@ -1,10 +1,11 @@
--- infill for Neovim (0.7 or later): starts infill-lsp for Python buffers, and adds commands.
+-- infill for Neovim (0.7 or later): starts infill-lsp for buffers of the languages infill knows
+-- (Python, JavaScript, TypeScript, Go, Rust, Java, C, C++), and adds commands.
 --
 --   require('infill').setup {
 --     cmd = { 'infill-lsp' },                        -- the server command (default)
 --     init_options = { modelPath = '/path/to/model', steps = 32 },  -- initializationOptions
 --     settings = { infill = { temperature = 0.2 } },  -- answers workspace/configuration
---     filetypes = { 'python' },                      -- buffers to attach to (default)
+--     filetypes = { 'python', 'go' },                -- buffers to attach to (default: M.FILETYPES)
 --   }
 --
 -- Commands (each takes a range: a linewise selection fills whole lines, a charwise one exactly
@@ -25,8 +26,14 @@
 
 local M = {}
 
-M.client_id = nil -- the running client, started on the first Python buffer
+M.client_id = nil -- the running client, started on the first buffer of one of M.filetypes
 M.config = nil -- the vim.lsp.start_client configuration setup() built
+-- The filetypes of the languages infill knows (infill/languages.py); Neovim sends the filetype
+-- as the languageId.
+M.FILETYPES = {
+  'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
+  'go', 'rust', 'java', 'c', 'cpp',
+}
 
 -- Lua cannot tell an empty object from an empty list: send {} as a JSON object.
 local function object(value)
@@ -328,7 +335,7 @@ function M.setup(opts)
   opts = opts or {}
   local init_options = object(opts.init_options)
   local settings = opts.settings or { infill = init_options }
-  M.filetypes = opts.filetypes or { 'python' }
+  M.filetypes = opts.filetypes or M.FILETYPES
   M.config = {
     name = 'infill',
     cmd = opts.cmd or { 'infill-lsp' },
