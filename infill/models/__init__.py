@@ -26,6 +26,7 @@ import torch
 from infill.errors import ModelError
 from infill.hub_cache import resolve_model
 from infill.models.base import CachingDenoiser, Denoiser
+from infill.models.quantize import check_quantize, quantize_network
 
 __all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "family_module", "load", "pick_device", "pick_dtype"]
 
@@ -43,12 +44,14 @@ def load(
     *,
     threads: int | None = None,
     trust_remote_code: bool = False,
+    quantize: str = "none",
 ) -> Denoiser:
     """The denoiser for a checkpoint folder, or a name ORG/NAME[@REVISION] in the Hugging Face cache
     (None: the model shipped with infill). `device`: "cuda", "mps", "cpu" or None/"auto" (the first
     available, in that order); `dtype`: "float32", "bfloat16", "float16" or None/"auto" (bfloat16
-    on a GPU, float32 on the CPU). ModelError when the folder cannot be found or loaded; nothing is
-    changed then."""
+    on a GPU, float32 on the CPU); `quantize`: "none" or "int8" (the linear layers' weights in int8,
+    CPU and float32 only: infill.models.quantize). ModelError when the folder cannot be found or
+    loaded; nothing is changed then."""
     if threads:
         torch.set_num_threads(threads)
     device = pick_device(device)
@@ -57,17 +60,20 @@ def load(
     from infill.models import native
 
     directory = resolve_model(path)
-    if directory is None:
-        return native.load_backend(None, device=device, dtype=native_dtype)
-    config = read_config(directory)
-    family = family_module(directory, config)
+    config = read_config(directory) if directory is not None else None
+    family = family_module(directory, config) if directory is not None else native
+    check_quantize(quantize, device, native_dtype if family is native else dtype, trust_remote_code)
     if family is native:
-        return native.load_backend(directory, device=device, dtype=native_dtype)
+        backend = native.load_backend(directory, device=device, dtype=native_dtype)
+        quantize_network(backend.model, quantize)
+        return backend
     if trust_remote_code:
         from infill.models.remote import load_remote
 
         return load_remote(directory, config, device, dtype)
-    return family.load(directory, config, device, dtype)
+    denoiser = family.load(directory, config, device, dtype)
+    quantize_network(denoiser.network, quantize)
+    return denoiser
 
 
 def family_module(directory: Path, config: dict) -> ModuleType:

@@ -1,0 +1,69 @@
+"""8-bit weights on the CPU (`--quantize int8`, the server's `quantize`): every linear layer of a
+network (attention q/k/v/o, the MLP's gate/up/down, the output layer) keeps its weights as int8,
+one scale per output row, through PyTorch's own dynamic quantization
+(`torch.ao.quantization.quantize_dynamic`): each call quantizes the activations on the fly and
+multiplies in int8 (fbgemm / oneDNN kernels shipped with torch). The embedding table and the
+norms stay float32. The weights take a quarter of their float32 memory, less the embedding.
+
+Where it runs: the CPU in float32 only (those kernels exist nowhere else), on infill's own
+implementation of each family (not under `trust_remote_code`). PyTorch marks `torch.ao.quantization`
+deprecated in favour of the separate `torchao` package; it still runs in the torch infill pins,
+and its warning is silenced here, the one place that calls it.
+
+Quality and speed against float32: docs/models.md, "int8 weights on the CPU".
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+from infill.errors import ModelError
+from infill.options import QUANTIZE_MODES
+
+
+def check_quantize(quantize: str, device: torch.device, dtype: torch.dtype, trust_remote_code: bool) -> None:
+    """ModelError, before anything is loaded, when `quantize` cannot run as asked."""
+    if quantize not in QUANTIZE_MODES:
+        raise ModelError(f"unknown quantization {quantize!r} ({', '.join(QUANTIZE_MODES)})")
+    if quantize == "none":
+        return
+    if device.type != "cpu":
+        raise ModelError(
+            f"--quantize {quantize} runs on the CPU only (PyTorch's int8 kernels), not on {device}: "
+            "use --device cpu, or drop --quantize"
+        )
+    if dtype != torch.float32:
+        dtype_name = str(dtype).removeprefix("torch.")
+        raise ModelError(f"--quantize {quantize} quantizes float32 weights, not {dtype_name}: drop --dtype")
+    if trust_remote_code:
+        raise ModelError(f"--quantize {quantize} runs on infill's own implementation: drop --trust-remote-code")
+
+
+def quantize_network(network: nn.Module, quantize: str) -> nn.Module:
+    """`network` with its linear layers' weights in int8 (changed in place; "none": as it is).
+    A network whose output layer reuses the embedding (`untie_head`) gets an int8 copy of it as
+    its output layer, the embedding lookup staying float."""
+    if quantize == "none":
+        return network
+    untie_head = getattr(network, "untie_head", None)
+    if untie_head is not None:
+        untie_head()
+    with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices (see above)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        return quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
+
+
+def quantized_layers(network: nn.Module) -> list[str]:
+    """The names of the layers of `network` whose weights are int8."""
+    return [name for name, module in network.named_modules() if is_quantized(module)]
+
+
+def is_quantized(module: nn.Module) -> bool:
+    weight = getattr(module, "weight", None)
+    return callable(weight) and weight().dtype == torch.qint8  # quantized layers: weight is a method
