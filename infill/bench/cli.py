@@ -225,13 +225,14 @@ def shapes(args: argparse.Namespace) -> dict:
 
     from infill.bench.shapes import SHAPES, format_rows, measure_shape
     from infill.models import pick_device, pick_dtype
-    from infill.models.quantize import check_quantize
+    from infill.models.quantize import check_quantizable, check_quantize
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_quantize(args.quantize, args.device)
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
-    check_quantize(args.quantize, device, dtype, args.trust_remote_code)
+    check_quantizable(args.quantize, dtype, args.trust_remote_code)
     text = speed_file()
     code = code_lines(text)
     middle = len(code) // 2
@@ -265,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the checkpoint's own modeling code (never without this flag)",
     )
     parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="none",
-                        help="int8: the linear layers' weights in int8 (CPU, float32; infill.models.quantize)")
+                        help="int8: the linear layers' weights in int8 (CPU, float32 only)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)

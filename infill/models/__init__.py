@@ -26,7 +26,7 @@ import torch
 from infill.errors import ModelError
 from infill.hub_cache import resolve_model
 from infill.models.base import CachingDenoiser, Denoiser
-from infill.models.quantize import check_quantize, quantize_network
+from infill.models.quantize import check_quantizable, check_quantize, quantize_network
 
 __all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "family_module", "load", "pick_device", "pick_dtype"]
 
@@ -50,10 +50,13 @@ def load(
     (None: the model shipped with infill). `device`: "cuda", "mps", "cpu" or None/"auto" (the first
     available, in that order); `dtype`: "float32", "bfloat16", "float16" or None/"auto" (bfloat16
     on a GPU, float32 on the CPU); `quantize`: "none" or "int8" (the linear layers' weights in int8,
-    CPU and float32 only: infill.models.quantize). ModelError when the folder cannot be found or
-    loaded; nothing is changed then."""
+    on the CPU in float32 only: infill.models.quantize; "auto" then picks the CPU). ModelError when
+    the folder cannot be found or loaded; nothing is changed then."""
     if threads:
         torch.set_num_threads(threads)
+    if quantize != "none" and device in (None, "auto"):
+        device = "cpu"
+    check_quantize(quantize, device)
     device = pick_device(device)
     native_dtype = pick_dtype(dtype, torch.device("cpu"))  # the small shipped model: float32 unless asked
     dtype = pick_dtype(dtype, device)
@@ -62,7 +65,7 @@ def load(
     directory = resolve_model(path)
     config = read_config(directory) if directory is not None else None
     family = family_module(directory, config) if directory is not None else native
-    check_quantize(quantize, device, native_dtype if family is native else dtype, trust_remote_code)
+    check_quantizable(quantize, native_dtype if family is native else dtype, trust_remote_code)
     if family is native:
         backend = native.load_backend(directory, device=device, dtype=native_dtype)
         quantize_network(backend.model, quantize)

@@ -24,22 +24,35 @@ from infill.errors import ModelError
 from infill.options import QUANTIZE_MODES
 
 
-def check_quantize(quantize: str, device: torch.device, dtype: torch.dtype, trust_remote_code: bool) -> None:
-    """ModelError, before anything is loaded, when `quantize` cannot run as asked."""
+def check_quantize(quantize: str, device: str | torch.device | None) -> None:
+    """ModelError, before anything is loaded, when `quantize` is unknown or `device` (as asked:
+    "cuda", "mps", "cpu") is not the CPU."""
     if quantize not in QUANTIZE_MODES:
         raise ModelError(f"unknown quantization {quantize!r} ({', '.join(QUANTIZE_MODES)})")
+    if quantize == "none" or device is None:
+        return
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        return  # not a device at all: infill.models.pick_device says so
+    if kind != "cpu":
+        raise ModelError(
+            f"--quantize {quantize} runs on the CPU only (PyTorch's int8 kernels are CPU ones), not on "
+            f"{device}: use --device cpu, or drop --quantize"
+        )
+
+
+def check_quantizable(quantize: str, dtype: torch.dtype, trust_remote_code: bool) -> None:
+    """ModelError, before the weights are read, when the model cannot be quantized as loaded."""
     if quantize == "none":
         return
-    if device.type != "cpu":
-        raise ModelError(
-            f"--quantize {quantize} runs on the CPU only (PyTorch's int8 kernels), not on {device}: "
-            "use --device cpu, or drop --quantize"
-        )
     if dtype != torch.float32:
         dtype_name = str(dtype).removeprefix("torch.")
         raise ModelError(f"--quantize {quantize} quantizes float32 weights, not {dtype_name}: drop --dtype")
     if trust_remote_code:
-        raise ModelError(f"--quantize {quantize} runs on infill's own implementation: drop --trust-remote-code")
+        raise ModelError(
+            f"--quantize {quantize} runs on infill's own implementation: drop --trust-remote-code"
+        )
 
 
 def quantize_network(network: nn.Module, quantize: str) -> nn.Module:
