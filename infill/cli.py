@@ -170,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--trust-remote-code", action="store_true",
                        help="run the modeling code shipped beside the checkpoint instead of infill's own "
                        "implementation (it is never run without this flag)")
-    model.add_argument("--quantize", choices=QUANTIZE_MODES, default="none",
+    model.add_argument("--quantize", choices=QUANTIZE_MODES, default="auto",
                        help="int8: the linear layers' weights in 8 bits, a quarter of their float32 memory "
-                       "(CPU and float32 only; quality and speed: docs/models.md)")
+                       "(CPU and float32 only); none: as stored; auto (default): int8 for models of 100M "
+                       "parameters or more on the CPU in float32 (quality and speed: docs/models.md)")
     model.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
     out = parser.add_argument_group("output")
     mode = out.add_mutually_exclusive_group()

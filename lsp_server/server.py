@@ -244,7 +244,7 @@ class InfillLanguageServer(LanguageServer):
                     self.backend = await loop.run_in_executor(self.model_executor, _load_backend, *key)
                     logger.info("loaded %s in %.2f s", where, time.perf_counter() - started)
                     loaded = f"infill: model {model_card(settings.model_path).summary()}"
-                    if settings.quantize != "none":
+                    if settings.quantize == "int8":
                         loaded += f", {settings.quantize} weights"
                     info = types.MessageType.Info  # in the client's log: which model fills the code
                     self.window_log_message(types.LogMessageParams(type=info, message=loaded))

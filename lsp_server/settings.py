@@ -11,8 +11,9 @@ section of the client's configuration (``workspace/configuration``,
      "device": "auto",                     # cuda, mps, cpu or auto (the first available)
      "dtype": "auto",                      # float32, bfloat16, float16 or auto (bf16 on a GPU)
      "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)
-     "quantize": "none",                   # "int8": linear layers' weights in 8 bits (CPU, float32
-                                           #   only; infill.models.quantize)
+     "quantize": "auto",                   # "int8": linear layers' weights in 8 bits (CPU, float32
+                                           #   only); "none"; "auto": int8 for models of 100M
+                                           #   parameters or more where it runs (infill.models.quantize)
      "steps": 32,                          # cap on denoising passes per fill; default: 16 for
                                            # spans of one line or less, 128 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
@@ -72,7 +73,7 @@ class Settings:
     device: str = "auto"  # these four: how infill.models.load loads model_path
     dtype: str = "auto"
     trust_remote_code: bool = False
-    quantize: str = "none"  # "int8": the linear layers' weights in 8 bits (infill.models.quantize)
+    quantize: str = "auto"  # "int8", "none", "auto": the linear layers' weights (infill.models.quantize)
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
 
     def infill_options(self, denoiser: Any = None) -> InfillOptions:

@@ -1,6 +1,7 @@
 """int8 weights on the CPU (infill.models.quantize): every linear layer really quantized, the
 predictions close to the float model's (full and cached passes), refused where it cannot run,
-and the server's `quantize` setting loading the model again.
+"auto" choosing int8 for big models only, and the server's `quantize` setting loading the model
+again.
 
 The share of agreeing predictions: random tiny checkpoints and the small shipped model have many
 near-ties among their likeliest tokens, so int8 rounding flips some of them. Measured on these
@@ -23,8 +24,8 @@ from torch import nn
 
 from infill.cli import EXIT_MODEL, main
 from infill.errors import ModelError
-from infill.models import load
-from infill.models.quantize import quantized_layers
+from infill.models import load, quantize
+from infill.models.quantize import chosen_quantization, quantized_layers
 from lsp_server.settings import Settings, parse_settings
 
 AGREEMENT = 0.8  # share of masked positions whose most likely token is the float model's
@@ -113,13 +114,29 @@ def test_int8_is_refused_where_it_cannot_run(tmp_path, capsys):
     assert path.read_text() == "def f(x):\n    return x + 1\n"
 
 
+def test_auto_means_int8_for_big_models_where_it_runs(tiny, monkeypatch, capsys):
+    folder = tiny("Dream")
+    assert not quantized_layers(load(folder, "cpu", "float32").network)  # 10M parameters: float
+    assert not quantized_layers(load(None, "cpu").model)  # the shipped model (7M): float
+    monkeypatch.setattr(quantize, "INT8_FROM", 1_000_000)  # as if the tiny model were big
+    capsys.readouterr()
+    assert quantized_layers(load(folder, "cpu", "float32").network)
+    assert "infill: int8 weights (--quantize auto" in capsys.readouterr().err
+    assert not quantized_layers(load(folder, "cpu", "float32", quantize="none").network)
+    network = load(folder, "cpu", "float32", quantize="none").network
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert chosen_quantization("auto", network, cpu, torch.float32) == "int8"
+    assert chosen_quantization("auto", network, cuda, torch.bfloat16) == "none"
+    assert chosen_quantization("auto", network, cpu, torch.bfloat16) == "none"
+
+
 def test_the_quantize_setting_is_part_of_the_model_key():
     settings, warnings = parse_settings({"quantize": "int8"})
-    assert warnings == [] and settings.quantize == "int8"
+    assert warnings == [] and settings.quantize == "int8" and Settings().quantize == "auto"
     assert Settings().needs_reload(settings)
     assert not settings.needs_reload(parse_settings({"steps": 3}, settings)[0])
     assert parse_settings({"quantize": "int4"})[1] == [
-        "initializationOptions.quantize should be one of none, int8, got 'int4': ignored"
+        "initializationOptions.quantize should be one of auto, none, int8, got 'int4': ignored"
     ]
 
 

@@ -265,8 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the checkpoint's own modeling code (never without this flag)",
     )
-    parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="none",
-                        help="int8: the linear layers' weights in int8 (CPU, float32 only)")
+    parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="auto",
+                        help="int8: the linear layers' weights in int8 (CPU, float32 only); auto: int8 "
+                        "for models of 100M parameters or more where it can run")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)

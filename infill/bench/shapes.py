@@ -27,7 +27,7 @@ from infill.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser
 from infill.models.native import DEFAULT_MODEL_DIR
-from infill.models.quantize import quantize_network
+from infill.models.quantize import quantize_network, quantized_layers
 from infill.models.vocabulary import CheckpointTokenizer
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
@@ -71,7 +71,7 @@ class ShapeRow:
 
 
 def random_denoiser(
-    name: str, device: torch.device, dtype: torch.dtype, quantize: str = "none"
+    name: str, device: torch.device, dtype: torch.dtype, quantize: str = "auto"
 ) -> CachingCheckpointDenoiser:
     config, mask_id, null_id, shift, first_special = SHAPES[name]
     with torch.device("meta"):
@@ -84,7 +84,7 @@ def random_denoiser(
                 parameter.fill_(1.0)
             else:
                 parameter.normal_(0.0, 0.02, generator=generator)
-    quantize_network(network, quantize)
+    quantize_network(network, quantize, device, dtype)
     code = CodeTokenizer.load(DEFAULT_MODEL_DIR).tokenizer
     tokenizer = CheckpointTokenizer(code, {"<|mask|>": mask_id, "<|endoftext|>": null_id}, {})
     special = set(range(first_special, config.vocab_size)) - {null_id}
@@ -118,7 +118,7 @@ def measure_shape(
     passes: int,
     repeat: int,
     next_span: Span | None = None,
-    quantize: str = "none",
+    quantize: str = "auto",
 ) -> ShapeRow:
     """Times of one shape; ``next_span`` (default: ``span``): the span of the fill timed after a
     fill of ``span`` in the same document, as the language server runs it (infill.kept_context);
@@ -158,7 +158,7 @@ def measure_shape(
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
-        dtype=str(dtype).removeprefix("torch.") if quantize == "none" else quantize,
+        dtype="int8" if quantized_layers(denoiser.network) else str(dtype).removeprefix("torch."),
         device=str(device),
         canvas=len(canvas.ids),
         span=len(positions),

@@ -44,17 +44,18 @@ def load(
     *,
     threads: int | None = None,
     trust_remote_code: bool = False,
-    quantize: str = "none",
+    quantize: str = "auto",
 ) -> Denoiser:
     """The denoiser for a checkpoint folder, or a name ORG/NAME[@REVISION] in the Hugging Face cache
     (None: the model shipped with infill). `device`: "cuda", "mps", "cpu" or None/"auto" (the first
     available, in that order); `dtype`: "float32", "bfloat16", "float16" or None/"auto" (bfloat16
-    on a GPU, float32 on the CPU); `quantize`: "none" or "int8" (the linear layers' weights in int8,
-    on the CPU in float32 only: infill.models.quantize; "auto" then picks the CPU). ModelError when
+    on a GPU, float32 on the CPU); `quantize`: "int8" (the linear layers' weights in int8, on the
+    CPU in float32 only: infill.models.quantize; device "auto" then picks the CPU), "none", or
+    "auto" (int8 for models of INT8_FROM parameters or more where int8 can run). ModelError when
     the folder cannot be found or loaded; nothing is changed then."""
     if threads:
         torch.set_num_threads(threads)
-    if quantize != "none" and device in (None, "auto"):
+    if quantize == "int8" and device in (None, "auto"):
         device = "cpu"
     check_quantize(quantize, device)
     device = pick_device(device)
@@ -68,14 +69,14 @@ def load(
     check_quantizable(quantize, native_dtype if family is native else dtype, trust_remote_code)
     if family is native:
         backend = native.load_backend(directory, device=device, dtype=native_dtype)
-        quantize_network(backend.model, quantize)
+        quantize_network(backend.model, quantize, device, native_dtype)
         return backend
     if trust_remote_code:
         from infill.models.remote import load_remote
 
         return load_remote(directory, config, device, dtype)
     denoiser = family.load(directory, config, device, dtype)
-    quantize_network(denoiser.network, quantize)
+    quantize_network(denoiser.network, quantize, device, dtype)
     return denoiser
 
 

@@ -15,6 +15,7 @@ Quality and speed against float32: docs/models.md, "int8 weights on the CPU".
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import torch
@@ -23,13 +24,17 @@ from torch import nn
 from infill.errors import ModelError
 from infill.options import QUANTIZE_MODES
 
+INT8_FROM = 100_000_000
+"""Parameters from which "auto" means int8 (on the CPU, float32): every published family (0.49B
+and up), not the shipped model (7M), whose held-out quality decided it (docs/models.md)."""
+
 
 def check_quantize(quantize: str, device: str | torch.device | None) -> None:
     """ModelError, before anything is loaded, when `quantize` is unknown or `device` (as asked:
     "cuda", "mps", "cpu") is not the CPU."""
     if quantize not in QUANTIZE_MODES:
         raise ModelError(f"unknown quantization {quantize!r} ({', '.join(QUANTIZE_MODES)})")
-    if quantize == "none" or device is None:
+    if quantize != "int8" or device is None:
         return
     try:
         kind = torch.device(device).type
@@ -44,7 +49,7 @@ def check_quantize(quantize: str, device: str | torch.device | None) -> None:
 
 def check_quantizable(quantize: str, dtype: torch.dtype, trust_remote_code: bool) -> None:
     """ModelError, before the weights are read, when the model cannot be quantized as loaded."""
-    if quantize == "none":
+    if quantize != "int8":
         return
     if dtype != torch.float32:
         dtype_name = str(dtype).removeprefix("torch.")
@@ -55,12 +60,26 @@ def check_quantizable(quantize: str, dtype: torch.dtype, trust_remote_code: bool
         )
 
 
-def quantize_network(network: nn.Module, quantize: str) -> nn.Module:
-    """`network` with its linear layers' weights in int8 (changed in place; "none": as it is).
-    A network whose output layer reuses the embedding (`untie_head`) gets an int8 copy of it as
-    its output layer, the embedding lookup staying float."""
-    if quantize == "none":
-        return network
+def chosen_quantization(quantize: str, network: nn.Module, device: torch.device, dtype: torch.dtype) -> str:
+    """"none" or "int8": what `quantize` means for `network` (infill's own implementation) on
+    `device` in `dtype`. "auto": int8 where it can run (the CPU, float32) for a network of
+    INT8_FROM parameters or more."""
+    if quantize != "auto":
+        return quantize
+    can_run = device.type == "cpu" and dtype == torch.float32
+    big = sum(parameter.numel() for parameter in network.parameters()) >= INT8_FROM
+    return "int8" if can_run and big else "none"
+
+
+def quantize_network(network: nn.Module, quantize: str, device: torch.device, dtype: torch.dtype) -> None:
+    """`network`'s linear layers' weights in int8, changed in place, if `quantize` says so
+    (`chosen_quantization`; "auto" says on stderr when it chooses int8). A network whose output
+    layer reuses the embedding (`untie_head`) gets an int8 copy of it as its output layer, the
+    embedding lookup staying float."""
+    if chosen_quantization(quantize, network, device, dtype) == "none":
+        return
+    if quantize == "auto":
+        print("infill: int8 weights (--quantize auto; --quantize none keeps float32)", file=sys.stderr)
     untie_head = getattr(network, "untie_head", None)
     if untie_head is not None:
         untie_head()
@@ -69,7 +88,7 @@ def quantize_network(network: nn.Module, quantize: str) -> nn.Module:
         warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        return quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
+        quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
 
 
 def quantized_layers(network: nn.Module) -> list[str]:
