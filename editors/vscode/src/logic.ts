@@ -23,6 +23,7 @@ export const SERVER_SETTINGS = [
     'recall',
     'threads',
     'trustRemoteCode',
+    'quantize',
     'requestTimeout',
 ] as const;
 

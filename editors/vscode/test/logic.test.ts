@@ -72,7 +72,7 @@ describe('serverSettings', () => {
         const expected = [
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'syntaxRounds',
             'syntaxEdits', 'syntaxRestarts', 'passBudget', 'recall', 'threads', 'device', 'dtype',
-            'trustRemoteCode', 'requestTimeout',
+            'trustRemoteCode', 'quantize', 'requestTimeout',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {
