@@ -2,13 +2,18 @@
 network (attention q/k/v/o, the MLP's gate/up/down, the output layer) keeps its weights as int8,
 one scale per output row, through PyTorch's own dynamic quantization
 (`torch.ao.quantization.quantize_dynamic`): each call quantizes the activations on the fly and
-multiplies in int8 (fbgemm / oneDNN kernels shipped with torch). The embedding table and the
-norms stay float32. The weights take a quarter of their float32 memory, less the embedding.
+multiplies in int8 (the fbgemm / oneDNN kernels shipped with torch). Those weights take a
+quarter of their float32 memory; the embedding table and the norms stay float32 (a tied output
+layer gets an int8 copy of the embedding).
 
-Where it runs: the CPU in float32 only (those kernels exist nowhere else), on infill's own
-implementation of each family (not under `trust_remote_code`). PyTorch marks `torch.ao.quantization`
-deprecated in favour of the separate `torchao` package; it still runs in the torch infill pins,
-and its warning is silenced here, the one place that calls it.
+    "none"  the weights as stored
+    "int8"  as above; the CPU in float32 only (those kernels exist nowhere else), on infill's own
+            implementation of each family (not under `trust_remote_code`): refused otherwise
+    "auto"  (the default) int8 where it can run for networks of INT8_FROM parameters or more
+
+PyTorch marks `torch.ao.quantization` deprecated in favour of the separate `torchao` package (its
+notice names 2.10 for the removal; the torch infill pins, 2.13, still runs it); the notice is
+silenced here, the one place that calls it.
 
 Quality and speed against float32: docs/models.md, "int8 weights on the CPU".
 """
