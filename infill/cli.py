@@ -57,6 +57,7 @@ from infill.options import (
     ONE_LINE_STEPS,
     ORDERS,
     PROTOCOLS,
+    QUANTIZE_MODES,
     AuthorsSettings,
     FixOptions,
     InfillOptions,
@@ -177,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--trust-remote-code", action="store_true",
                        help="run the modeling code shipped beside the checkpoint instead of infill's own "
                        "implementation (it is never run without this flag)")
+    model.add_argument("--quantize", choices=QUANTIZE_MODES, default="auto",
+                       help="int8: the linear layers' weights in 8 bits, a quarter of their float32 memory "
+                       "(CPU and float32 only); none: as stored; auto (default): int8 for models of 100M "
+                       "parameters or more on the CPU in float32 (quality and speed: docs/models.md)")
     model.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
     out = parser.add_argument_group("output")
     mode = out.add_mutually_exclusive_group()
@@ -279,7 +284,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
     backend = load(args.model, args.device, args.dtype, threads=args.threads,
-                   trust_remote_code=args.trust_remote_code)
+                   trust_remote_code=args.trust_remote_code, quantize=args.quantize)
     notice = language_notice(document.language, args.model)
     if notice:
         print(f"infill: {notice}", file=sys.stderr)

@@ -271,6 +271,8 @@ class InfillLanguageServer(LanguageServer):
                     self.backend = await loop.run_in_executor(self.model_executor, _load_backend, *key)
                     logger.info("loaded %s in %.2f s", where, time.perf_counter() - started)
                     loaded = f"infill: model {model_card(settings.model_path).summary()}"
+                    if settings.quantize == "int8":
+                        loaded += f", {settings.quantize} weights"
                     info = types.MessageType.Info  # in the client's log: which model fills the code
                     self.window_log_message(types.LogMessageParams(type=info, message=loaded))
                 except asyncio.CancelledError:
@@ -396,12 +398,12 @@ def clamp_options(ls: InfillLanguageServer, options: Any, backend: Any) -> Any:
 
 
 def _load_backend(
-    path: str | None, threads: int | None, device: str, dtype: str, trust_remote_code: bool
+    path: str | None, threads: int | None, device: str, dtype: str, trust_remote_code: bool, quantize: str
 ) -> Any:
     """In the worker thread: importing torch and transformers alone takes seconds."""
     from infill.models import load
 
-    return load(path, device, dtype, threads=threads, trust_remote_code=trust_remote_code)
+    return load(path, device, dtype, threads=threads, trust_remote_code=trust_remote_code, quantize=quantize)
 
 
 # ---------------------------------------------------------------------- handlers

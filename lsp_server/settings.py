@@ -11,6 +11,9 @@ section of the client's configuration (``workspace/configuration``,
      "device": "auto",                     # cuda, mps, cpu or auto (the first available)
      "dtype": "auto",                      # float32, bfloat16, float16 or auto (bf16 on a GPU)
      "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)
+     "quantize": "auto",                   # "int8": linear layers' weights in 8 bits (CPU, float32
+                                           #   only); "none"; "auto": int8 for models of 100M
+                                           #   parameters or more where it runs (infill.models.quantize)
      "steps": 32,                          # cap on denoising passes per fill; default: 16 for
                                            # spans of one line or less, 128 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infill.languages import LANGUAGES, TEXT, named
+from infill.options import QUANTIZE_MODES
 
 if TYPE_CHECKING:
     from infill.options import InfillOptions
@@ -70,9 +74,10 @@ class Settings:
     pass_budget: int | None = None
     recall: bool = True  # one-line fills may take a line of the file (infill.recall)
     protocol: str = "engine"  # "authors": fill actions run the model family's published loop
-    device: str = "auto"  # these three: how infill.models.load loads model_path
+    device: str = "auto"  # these four: how infill.models.load loads model_path
     dtype: str = "auto"
     trust_remote_code: bool = False
+    quantize: str = "auto"  # "int8", "none", "auto": the linear layers' weights (infill.models.quantize)
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
     languages: tuple[str, ...] | None = None  # names of infill.languages (and "text"); None: all
 
@@ -114,7 +119,7 @@ class Settings:
 
     def model_key(self) -> tuple:
         """What `infill.models.load` is called with: a change means loading the model again."""
-        return (self.model_path, self.threads, self.device, self.dtype, self.trust_remote_code)
+        return (self.model_path, self.threads, self.device, self.dtype, self.trust_remote_code, self.quantize)
 
 
 _KEYS = {
@@ -123,6 +128,7 @@ _KEYS = {
     "device": ("device", lambda v: isinstance(v, str) and v != "", "a device name (cuda, mps, cpu, auto)"),
     "dtype": ("dtype", lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
     "trustRemoteCode": ("trust_remote_code", lambda v: isinstance(v, bool), "true or false"),
+    "quantize": ("quantize", lambda v: v in QUANTIZE_MODES, f"one of {', '.join(QUANTIZE_MODES)}"),
     "steps": ("steps", lambda v: _is_int(v) and v >= 1, "a positive integer"),
     "temperature": (
         "temperature",

@@ -56,7 +56,14 @@ from infill.document import document_from_bytes
 from infill.errors import ModelError
 from infill.models import load
 from infill.modes.fill import infill
-from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, ORDERS, InfillOptions, SamplerConfig
+from infill.options import (
+    MULTI_LINE_STEPS,
+    ONE_LINE_STEPS,
+    ORDERS,
+    QUANTIZE_MODES,
+    InfillOptions,
+    SamplerConfig,
+)
 from infill.spans import line_span
 
 
@@ -70,9 +77,14 @@ def parse_kinds(text: str) -> list[str]:
 
 
 def load_backend(args: argparse.Namespace) -> Denoiser:
-    """The model --model, --device, --dtype and --threads name (infill.models.load)."""
+    """The model --model, --device, --dtype, --quantize and --threads name (infill.models.load)."""
     return load(
-        args.model, args.device, args.dtype, threads=args.threads, trust_remote_code=args.trust_remote_code
+        args.model,
+        args.device,
+        args.dtype,
+        threads=args.threads,
+        trust_remote_code=args.trust_remote_code,
+        quantize=args.quantize,
     )
 
 
@@ -142,6 +154,7 @@ def speed(args: argparse.Namespace) -> dict:
                 command += ["--model", str(args.model), "--device", args.device, "--dtype", args.dtype]
             if args.trust_remote_code:
                 command += ["--trust-remote-code"]
+            command += ["--quantize", args.quantize]
             cli = []
             for _ in range(args.repeat):
                 t = time.perf_counter()
@@ -213,11 +226,14 @@ def shapes(args: argparse.Namespace) -> dict:
 
     from infill.bench.shapes import SHAPES, format_rows, measure_shape
     from infill.models import pick_device, pick_dtype
+    from infill.models.quantize import check_quantizable, check_quantize
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_quantize(args.quantize, args.device)
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
+    check_quantizable(args.quantize, dtype, args.trust_remote_code)
     text = speed_file()
     code = code_lines(text)
     middle = len(code) // 2
@@ -226,7 +242,7 @@ def shapes(args: argparse.Namespace) -> dict:
         line_span(text, code[middle + 1], code[middle + 1]),
     )
     rows = [
-        measure_shape(name, text, span, device, dtype, args.passes, args.repeat, next_span)
+        measure_shape(name, text, span, device, dtype, args.passes, args.repeat, next_span, args.quantize)
         for name in args.shapes
     ]
     print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes (a full one every "
@@ -257,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the checkpoint's own modeling code (never without this flag)",
     )
+    parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="auto",
+                        help="int8: the linear layers' weights in int8 (CPU, float32 only); auto: int8 "
+                        "for models of 100M parameters or more where it can run")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
     kinds = ",".join(KINDS)

@@ -10,6 +10,7 @@ ruled-out special ids are placed where the real ones are). Measured on a one-lin
   fill         the engine's one-line fill: `passes` steps, a full pass every `cache_refresh`
                (syntax retries off: random weights would break the syntax every time)
   peak memory  the process's peak resident memory (CPU) or the device's peak allocation (GPU)
+  now memory   what it holds at the end: resident memory (CPU) or the device's allocation (GPU)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from infill.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser
 from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.quantize import quantize_network, quantized_layers
 from infill.models.vocabulary import CheckpointTokenizer
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
@@ -53,7 +55,7 @@ SHAPES = {
 class ShapeRow:
     shape: str
     params: int
-    dtype: str
+    dtype: str  # the weights': float32, bfloat16, ... or int8 (the linear layers', --quantize int8)
     device: str
     canvas: int  # tokens in the file's window
     span: int  # masked positions of the one-line span
@@ -64,9 +66,13 @@ class ShapeRow:
     fill_passes: int
     kept_fill_ms: float  # the next line's fill in the same document, on its kept context
     peak_mib: float
+    resident_mib: float  # the process's resident memory at the end (CPU; a quantized model's peak
+    # still holds its float weights, before they were quantized)
 
 
-def random_denoiser(name: str, device: torch.device, dtype: torch.dtype) -> CachingCheckpointDenoiser:
+def random_denoiser(
+    name: str, device: torch.device, dtype: torch.dtype, quantize: str = "auto"
+) -> CachingCheckpointDenoiser:
     config, mask_id, null_id, shift, first_special = SHAPES[name]
     with torch.device("meta"):
         network = Decoder(config)
@@ -78,6 +84,7 @@ def random_denoiser(name: str, device: torch.device, dtype: torch.dtype) -> Cach
                 parameter.fill_(1.0)
             else:
                 parameter.normal_(0.0, 0.02, generator=generator)
+    quantize_network(network, quantize, device, dtype)
     code = CodeTokenizer.load(DEFAULT_MODEL_DIR).tokenizer
     tokenizer = CheckpointTokenizer(code, {"<|mask|>": mask_id, "<|endoftext|>": null_id}, {})
     special = set(range(first_special, config.vocab_size)) - {null_id}
@@ -86,6 +93,14 @@ def random_denoiser(name: str, device: torch.device, dtype: torch.dtype) -> Cach
         family=name, network=network, tokenizer=tokenizer, mask_id=mask_id, null_id=null_id,
         special_ids=frozenset(special), context_length=CONTEXT_CAP, shift=shift, device=device,
     )  # fmt: skip
+
+
+def resident_mib(device: torch.device) -> float:
+    """Memory held now: resident pages (CPU, Linux) or the device's allocation (GPU)."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device) / 2**20
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def peak_mib(device: torch.device) -> float:
@@ -103,11 +118,13 @@ def measure_shape(
     passes: int,
     repeat: int,
     next_span: Span | None = None,
+    quantize: str = "auto",
 ) -> ShapeRow:
     """Times of one shape; ``next_span`` (default: ``span``): the span of the fill timed after a
-    fill of ``span`` in the same document, as the language server runs it (infill.kept_context)."""
+    fill of ``span`` in the same document, as the language server runs it (infill.kept_context);
+    ``quantize``: its weights' form (infill.models.quantize)."""
     started = time.perf_counter()
-    denoiser = random_denoiser(name, device, dtype)
+    denoiser = random_denoiser(name, device, dtype, quantize)
     load_s = time.perf_counter() - started
     document = document_from_bytes(text.encode())
     sampler = SamplerConfig(steps=passes, commit_threshold=1.0)  # exactly `passes` passes
@@ -141,7 +158,7 @@ def measure_shape(
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
-        dtype=str(dtype).removeprefix("torch."),
+        dtype="int8" if quantized_layers(denoiser.network) else str(dtype).removeprefix("torch."),
         device=str(device),
         canvas=len(canvas.ids),
         span=len(positions),
@@ -152,17 +169,18 @@ def measure_shape(
         fill_passes=results[-1].stats.forward_passes,
         kept_fill_ms=kept_fill_ms,
         peak_mib=peak_mib(device),
+        resident_mib=resident_mib(device),
     )
 
 
 def format_rows(rows: list[ShapeRow]) -> str:
     lines = [f"{'shape':18} {'params':>7} {'dtype':>8} {'device':>6} {'canvas':>6} {'span':>4} "
              f"{'full ms':>8} {'cached ms':>9} {'fill ms':>8} {'passes':>6} {'next fill':>9} "
-             f"{'peak MiB':>8}"]  # fmt: skip
+             f"{'peak MiB':>8} {'now MiB':>8}"]  # fmt: skip
     for r in rows:
         lines.append(
             f"{r.shape:18} {r.params / 1e9:6.2f}B {r.dtype:>8} {r.device:>6} {r.canvas:6d} {r.span:4d} "
             f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f} {r.fill_ms:8.0f} {r.fill_passes:6d} "
-            f"{r.kept_fill_ms:9.0f} {r.peak_mib:8.0f}"
+            f"{r.kept_fill_ms:9.0f} {r.peak_mib:8.0f} {r.resident_mib:8.0f}"
         )
     return "\n".join(lines)

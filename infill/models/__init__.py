@@ -26,6 +26,7 @@ import torch
 from infill.errors import ModelError
 from infill.hub_cache import resolve_model
 from infill.models.base import CachingDenoiser, Denoiser
+from infill.models.quantize import check_quantizable, check_quantize, quantize_network
 
 __all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "family_module", "load", "pick_device", "pick_dtype"]
 
@@ -43,31 +44,40 @@ def load(
     *,
     threads: int | None = None,
     trust_remote_code: bool = False,
+    quantize: str = "auto",
 ) -> Denoiser:
     """The denoiser for a checkpoint folder, or a name ORG/NAME[@REVISION] in the Hugging Face cache
     (None: the model shipped with infill). `device`: "cuda", "mps", "cpu" or None/"auto" (the first
     available, in that order); `dtype`: "float32", "bfloat16", "float16" or None/"auto" (bfloat16
-    on a GPU, float32 on the CPU). ModelError when the folder cannot be found or loaded; nothing is
-    changed then."""
+    on a GPU, float32 on the CPU); `quantize`: "int8" (the linear layers' weights in int8, on the
+    CPU in float32 only: infill.models.quantize; device "auto" then picks the CPU), "none", or
+    "auto" (int8 for models of INT8_FROM parameters or more where int8 can run). ModelError when
+    the folder cannot be found or loaded; nothing is changed then."""
     if threads:
         torch.set_num_threads(threads)
+    if quantize == "int8" and device in (None, "auto"):
+        device = "cpu"
+    check_quantize(quantize, device)
     device = pick_device(device)
     native_dtype = pick_dtype(dtype, torch.device("cpu"))  # the small shipped model: float32 unless asked
     dtype = pick_dtype(dtype, device)
     from infill.models import native
 
     directory = resolve_model(path)
-    if directory is None:
-        return native.load_backend(None, device=device, dtype=native_dtype)
-    config = read_config(directory)
-    family = family_module(directory, config)
+    config = read_config(directory) if directory is not None else None
+    family = family_module(directory, config) if directory is not None else native
+    check_quantizable(quantize, native_dtype if family is native else dtype, trust_remote_code)
     if family is native:
-        return native.load_backend(directory, device=device, dtype=native_dtype)
+        backend = native.load_backend(directory, device=device, dtype=native_dtype)
+        quantize_network(backend.model, quantize, device, native_dtype)
+        return backend
     if trust_remote_code:
         from infill.models.remote import load_remote
 
         return load_remote(directory, config, device, dtype)
-    return family.load(directory, config, device, dtype)
+    denoiser = family.load(directory, config, device, dtype)
+    quantize_network(denoiser.network, quantize, device, dtype)
+    return denoiser
 
 
 def family_module(directory: Path, config: dict) -> ModuleType:

@@ -153,9 +153,16 @@ class Decoder(nn.Module):
 
     def output(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x)
-        weight = self.embed.weight if self.head is None else self.head.weight
-        logits = F.linear(x, weight)
+        logits = F.linear(x, self.embed.weight) if self.head is None else self.head(x)
         return logits * self.config.logit_scale if self.config.logit_scale != 1.0 else logits
+
+    def untie_head(self) -> None:
+        """A tied output layer as a layer of its own, on the embedding's weights (shared, not
+        copied), so that it can be quantized apart from the embedding (infill.models.quantize)."""
+        if self.head is None:
+            weight = self.embed.weight
+            self.head = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+            self.head.weight = weight
 
     def embedding(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)

@@ -23,8 +23,10 @@ export const SERVER_SETTINGS = [
     'recall',
     'threads',
     'trustRemoteCode',
+    'quantize',
     'requestTimeout',
     'languages',
+    'protocol',
 ] as const;
 
 /** Settings only the extension reads. */
