@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--steps", type=int, default=None,
                          help=f"cap on denoising steps (forward passes); default {ONE_LINE_STEPS} for spans "
                          f"of one line or less, {MULTI_LINE_STEPS} for longer ones")
+    sampler.add_argument("--context-length", type=int, default=None, metavar="N",
+                         help="the model's window in tokens around the spans (default: the model's own; "
+                         "a published model's: 512 on the CPU, 2048 on a GPU)")
     sampler.add_argument("--budget", type=int, default=None,
                          help="masked positions per span (default: from the span's current length)")
     sampler.add_argument("--length", choices=LENGTH_POLICIES, default=SamplerConfig.length,
@@ -254,6 +257,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             seed=args.seed,
         ),
         budget=args.budget,
+        context_length=args.context_length,
         syntax_rounds=args.syntax_rounds,
         syntax_edits=args.syntax_edits,
         syntax_restarts=args.syntax_restarts,

@@ -52,3 +52,13 @@ def test_the_canvas_is_framed_as_the_authors_frame_prompts(family, where, denois
         assert canvas.ids[slot.start : slot.start + slot.length] == [denoiser.mask_id] * 8
         if context is not None:
             assert len(canvas.ids) == context  # the window is full, framing included
+
+
+def test_a_published_model_gets_a_cpu_sized_window(denoisers):
+    """On the CPU the window is 512 tokens around the spans (each pass costs with the canvas);
+    a GPU gets 2,048, and a model's own limit is never exceeded."""
+    from infill.models.denoiser import CONTEXT_CAP, CPU_CONTEXT, device_context
+
+    assert all(d.context_length == CPU_CONTEXT for d in denoisers.values())
+    assert device_context(4096, torch.device("cuda")) == CONTEXT_CAP
+    assert device_context(300, torch.device("cpu")) == 300

@@ -16,6 +16,7 @@ from infill.errors import InputError, TimedOut
 from infill.options import AuthorsSettings, SamplerConfig
 from infill.sampler import SampleResult, SampleStats, runs
 
+AUTHORS_CONTEXT = 2048  # the window on every device (this engine's CPU default, 512, is not theirs)
 DREAMON_MAX_LENGTH = 64  # DreamOn's evaluation: a hole grows to at most 64 tokens (max_gen_len)
 DEFAULT_STEPS = {"DreamOn": 128, "Open-dCoder": 64}  # their evaluations; Dream and LLaDA: one per mask
 

@@ -306,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "finetune` holds out (default: this project's held-out packages)")
     parser.add_argument("--no-recall", dest="recall", action="store_false",
                         help="one-line fills never take a line of the file (infill.recall)")
+    parser.add_argument("--context-length", type=int, default=None, metavar="N",
+                        help="quality, speed: the model's window in tokens (default: the model's own)")
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")

@@ -281,15 +281,16 @@ SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) do
     "syntax_rounds": "retries of fills that break the file's syntax (0: none)",
     "syntax_edits": "then parser-checked single-token edits of fills still broken (0: none)",
     "syntax_restarts": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
-    "pass_budget": "no fresh fill starts once a fill has had this many forward passes (0: no bound)",
+    "pass_budget": "forward passes a fill and its repair steps take in all (0: no bound)",
 }
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
-    """The InfillOptions fields of the syntax flags, and --no-recall's."""
+    """The InfillOptions fields of the syntax flags, --no-recall's and --context-length's."""
     options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
     options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
     options["recall"] = getattr(args, "recall", True)
+    options["context_length"] = getattr(args, "context_length", None)
     return options
 
 

@@ -20,6 +20,15 @@ from infill.models.decoder import Decoder
 from infill.models.vocabulary import CheckpointTokenizer
 
 CONTEXT_CAP = 2048  # canvas tokens: these models accept far more, but each pass costs with the canvas
+CPU_CONTEXT = 512  # on the CPU, a window of this many tokens around the spans: a full pass of the
+#   0.5B shape costs about 6-8 s at 256 tokens and 10-16 s at 1,024 on 2 cores (docs/models.md);
+#   --context-length / the server's contextLength set another
+
+
+def device_context(limit: int, device: torch.device) -> int:
+    """The window a checkpoint gets on `device`: at most `limit` (its own), CPU_CONTEXT on the
+    CPU, CONTEXT_CAP elsewhere."""
+    return min(limit, CPU_CONTEXT if device.type == "cpu" else CONTEXT_CAP)
 
 
 @dataclass(eq=False)

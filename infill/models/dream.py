@@ -31,7 +31,7 @@ from infill.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
 from infill.hub_cache import model_name
 from infill.models.decoder import Decoder, DecoderConfig
-from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusable_ids
+from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
 from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
 from infill.models.weights import build_empty, load_weights, memory_note, weight_files
 
@@ -197,4 +197,5 @@ def load(
     print(memory_note(f"{family['family']} from {directory}", c.parameters, dtype, device), file=sys.stderr)
     network = build_empty(lambda: Decoder(c), device, dtype)
     load_weights(network, files, weight_names(c), ignorable(c))
+    family["context_length"] = device_context(family["context_length"], device)
     return CachingCheckpointDenoiser(network=network, device=device, **family)

@@ -23,7 +23,7 @@ import torch
 from infill.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
 from infill.models.decoder import Decoder, DecoderConfig
-from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, unusable_ids
+from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
 from infill.models.vocabulary import load_tokenizer
 from infill.models.weights import build_empty, load_weights, memory_note, weight_files
 
@@ -140,4 +140,5 @@ def load(
     network = build_empty(lambda: Decoder(c), device, dtype)
     tied_head = "model.transformer.ff_out.weight"
     load_weights(network, files, weight_names(c), lambda name: c.tied_head and name == tied_head)
+    family["context_length"] = device_context(family["context_length"], device)
     return CachingCheckpointDenoiser(network=network, device=device, **family)

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from infill.errors import ModelError
-from infill.models.denoiser import CheckpointDenoiser
+from infill.models.denoiser import CheckpointDenoiser, device_context
 
 
 class RemoteNetwork(torch.nn.Module):
@@ -45,6 +45,7 @@ def load_remote(
         )
     except Exception as error:  # whatever the checkpoint's own code raises
         raise ModelError(f"the checkpoint's own code could not load it: {error}") from error
+    family["context_length"] = device_context(family["context_length"], device)
     return CheckpointDenoiser(network=RemoteNetwork(model.to(device).eval()), device=device, **family)
 
 

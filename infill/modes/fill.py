@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from infill.authors import loop_family
-from infill.authors.run import denoise_stage, hole_budget
+from infill.authors.run import AUTHORS_CONTEXT, denoise_stage, hole_budget
 from infill.canvas import Canvas
 from infill.document import Document
 from infill.edits import TextEdit, minimal_edit
@@ -83,8 +83,9 @@ def authors_jobs(
     for span in spans:
         current = len(denoiser.encode(document.text[span.start : span.end].replace("\r\n", "\n")))
         budget = hole_budget(denoiser, current, options.budget)
-        jobs.append(Job(document, [span], options.sampler, RepairPolicy(0, 0, 0), budget,
-                        options.context_length, denoise=loop))  # fmt: skip
+        context = options.context_length or AUTHORS_CONTEXT
+        jobs.append(Job(document, [span], options.sampler, RepairPolicy(0, 0, 0), budget, context,
+                        denoise=loop))  # fmt: skip
     return jobs
 
 
