@@ -181,3 +181,15 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path: Path):
     with pytest.raises(SystemExit, match="sees no GPU"):
         train_main(["recipe", "--device", "cuda", "--out", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()
+
+
+def test_a_long_lived_process_starts_the_plan_when_it_calls_the_recipe(monkeypatch):
+    """The plan counts from the command's start: a process an hour old (a test session) that
+    calls the recipe gets the whole plan, not deadlines long passed (found when this test file
+    ran eight minutes into the suite and its tiny run trained one step)."""
+    import infill.train.recipe as recipe_module
+
+    monkeypatch.setattr(recipe_module, "process_age", lambda: 3600.0)
+    deadlines = recipe_module.Deadlines(recipe_module.GPU_PLAN)
+    launch = recipe_module.GPU_PLAN.phases[0].seconds
+    assert deadlines.left("train") >= recipe_module.GPU_PLAN.deadline("train") - launch - 1

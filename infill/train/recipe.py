@@ -129,7 +129,10 @@ class Deadlines:
 
     def __init__(self, plan: TimePlan, clock: Callable[[], float] = time.time, origin: float | None = None):
         self.plan, self.clock = plan, clock
-        self.origin = clock() - process_age() if origin is None else origin
+        if origin is None:  # the command's start: the process's, counted at most as the first phase
+            #   (the launch); a long-lived process (a test session) calling recipe() starts it now
+            origin = clock() - min(process_age(), plan.phases[0].seconds)
+        self.origin = origin
         self.took: dict[str, float] = {}
 
     def left(self, name: str) -> float:
