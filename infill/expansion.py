@@ -44,8 +44,16 @@ import torch
 from infill.errors import Cancelled
 from infill.options import SamplerConfig
 from infill.prediction import CanvasPredictor
-from infill.sampler import SampleResult, SampleStats, Step, candidates, commit_positions, runs, without_token
-from infill.unmasking import choose_tokens, rule_scores, sampling_distribution
+from infill.sampler import (
+    SampleResult,
+    SampleStats,
+    Step,
+    candidates,
+    commit_positions,
+    pick,
+    runs,
+    without_token,
+)
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -197,11 +205,7 @@ class _RowRun:
         if last:
             at_budget[:] = True  # the last pass must leave no <mask> behind: no growing then
         choices = without_token(choices, vocab, denoiser.expand_id, keep=~at_budget)
-        dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
-        chosen = choose_tokens(dist, config.temperature, self.generator)
-        picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-        picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-        score = rule_scores(config.order, dist, chosen, picked_p)
+        picked, picked_p, score = pick(choices, vocab, config, self.generator)
         blocks = torch.zeros_like(picked)  # DreamOn decodes the span as one block
         commit = commit_positions(masked, torch.ones_like(masked), blocks, score, picked_p, config, step)
         remask = disbelieved & (not last)

@@ -80,6 +80,15 @@ def special_index(denoiser: Denoiser) -> torch.Tensor:
     return torch.tensor(sorted(denoiser.special_ids), dtype=torch.long)
 
 
+def exact_logits_at(denoiser: Denoiser, ids: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """ids (B, L) -> logits (B, P, vocab) at `columns` (P,) of one exact pass over the whole
+    canvas: the output layer at those positions alone where the denoiser can (`cached_logits`
+    on a fresh cache), else the full logits cut there."""
+    if hasattr(denoiser, "cached_logits"):
+        return denoiser.cached_logits(ids, columns, denoiser.new_cache(), refresh=True)
+    return denoiser.logits(ids)[:, columns]
+
+
 def token_probabilities(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
     """Softmax over the vocabulary at every position, special tokens ruled out (one full pass)."""
     return allowed_softmax(denoiser, denoiser.logits(x))

@@ -32,6 +32,7 @@ from infill.canvas import Canvas, Slot
 from infill.decode import slot_texts, spliced
 from infill.document import Document
 from infill.kept_context import without_kept_context
+from infill.prediction import exact_logits_at
 from infill.sampler import SampleResult
 from infill.spans import Span
 from infill.syntax import file_problems
@@ -171,10 +172,7 @@ class SlotLogProbs:
         columns = torch.tensor(canvas.editable()).nonzero().flatten()
         denoiser = without_kept_context(denoiser)  # an exact pass, the document's kept context untouched
         with torch.no_grad():
-            if hasattr(denoiser, "cached_logits"):
-                logits = denoiser.cached_logits(ids, columns, denoiser.new_cache(), refresh=True)[0]
-            else:
-                logits = denoiser.logits(ids)[0, columns]
+            logits = exact_logits_at(denoiser, ids, columns)[0]
         return cls(columns, torch.log_softmax(logits.float(), -1), len(canvas.ids))
 
     def at(self, positions: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -182,13 +182,10 @@ def sample(
             choices = without_token(choices, vocab, denoiser.null_id, keep=allowed[:, columns])
         if expand_id is not None:  # a span grows only in infill.expansion's loop
             choices = without_token(choices, vocab, expand_id)
-        dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
-        chosen = choose_tokens(dist, config.temperature, generator)  # (B, P) indices into choices
-        picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+        picked, picked_p, scores = pick(choices, vocab, config, generator)  # (B, P) each
         predicted = spread(picked, denoiser.mask_id)
-        picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)  # (B, P) the model's own
         predicted_p = spread(picked_p, 0.0)
-        score = spread(rule_scores(config.order, dist, chosen, picked_p), float("-inf"))
+        score = spread(scores, float("-inf"))
 
         # Commit: in the current block, everything confident, and at least enough of the best
         # scored to finish the block in its share of the passes (on the last pass: everything).
@@ -237,6 +234,22 @@ def candidates(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         return probs.clone(), None
     top = probs.topk(CANDIDATES, dim=-1)
     return top.values, top.indices
+
+
+def pick(
+    choices: torch.Tensor,
+    vocab: torch.Tensor | None,
+    config: SamplerConfig,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, P, n) choices (`candidates`) -> (B, P) each: the token drawn at every position
+    (temperature, top-p, top-k), the model's own probability of it, and its score under the
+    unmasking rule (`config.order`)."""
+    dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
+    chosen = choose_tokens(dist, config.temperature, generator)  # indices into choices
+    picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    return picked, picked_p, rule_scores(config.order, dist, chosen, picked_p)
 
 
 def without_token(

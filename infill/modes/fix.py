@@ -47,7 +47,7 @@ from infill.kept_context import without_kept_context
 from infill.line_shape import keep_line_shape
 from infill.options import FixOptions
 from infill.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
-from infill.prediction import allowed_softmax, token_probabilities
+from infill.prediction import allowed_softmax, exact_logits_at, token_probabilities
 from infill.repair import RepairPolicy
 from infill.sampler import SampleStats, Step
 from infill.spans import Span, validate_spans
@@ -187,10 +187,7 @@ def masked_scores(denoiser: Denoiser, ids: torch.Tensor, positions: torch.Tensor
     rows = torch.arange(len(positions))
     canvases = ids.repeat(len(positions), 1)
     canvases[rows, positions] = denoiser.mask_id
-    if hasattr(denoiser, "cached_logits"):
-        logits = denoiser.cached_logits(canvases, positions, denoiser.new_cache(), refresh=True)
-    else:
-        logits = denoiser.logits(canvases)[:, positions]
+    logits = exact_logits_at(denoiser, canvases, positions)
     return allowed_softmax(denoiser, logits[rows, rows])  # canvas k's row at its masked position
 
 
