@@ -348,3 +348,33 @@ def test_sizes_takes_the_sizes_and_canvases_to_time(capsys):
     with pytest.raises(SystemExit):
         bench_cli.build_parser().parse_args(["sizes", "--sizes", "384by5"])
     assert "not HIDDENxLAYERS" in capsys.readouterr().err
+
+
+def test_shapes_tiny_runs_every_family_at_each_pass_count_in_the_devices_window(tmp_path, capsys):
+    from infill.bench.shapes import TINY_SHAPES
+    from infill.models.denoiser import CPU_CONTEXT
+
+    out = tmp_path / "shapes.json"
+    assert bench.main(["shapes", "--tiny", "--passes", "2,3", "--repeat", "1", "--threads", "1",
+                       "--device", "cpu", "--json", str(out)]) == 0  # fmt: skip
+
+    results = json.loads(out.read_text())
+    assert [row["shape"] for row in results["rows"]] == list(TINY_SHAPES)
+    for row in results["rows"]:
+        assert row["fill_passes"] == {"2": 2, "3": 3}  # random weights: exactly the passes asked
+        assert set(row["fill_ms"]) == set(row["kept_fill_ms"]) == {"2", "3"}
+        assert all(ms > 0 for ms in [*row["fill_ms"].values(), *row["kept_fill_ms"].values()])
+        assert row["canvas"] <= CPU_CONTEXT < 2 * row["canvas"]  # the CPU's window, from a 200-line file
+    table = capsys.readouterr().out
+    assert "fill@2 ms" in table and "next@3 ms" in table
+
+
+def test_shapes_takes_a_window_and_refuses_a_bad_pass_count(tmp_path, capsys):
+    out = tmp_path / "shapes.json"
+    assert bench.main(["shapes", "--shapes", "llada-8b-tiny", "--passes", "2", "--repeat", "1",
+                       "--context-length", "128", "--json", str(out)]) == 0  # fmt: skip
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["canvas"] <= 128
+    with pytest.raises(SystemExit):
+        bench.main(["shapes", "--tiny", "--passes", "0,4"])
+    assert "pass counts must be at least 1" in capsys.readouterr().err

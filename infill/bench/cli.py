@@ -100,6 +100,8 @@ def quality(args: argparse.Namespace) -> dict:
 
 
 SPEED_FILE_LINES = 200
+SIZE_PASSES = 12  # sizes: passes per fill
+SHAPE_PASSES = (4, 8, 16)  # shapes: fills timed at these pass counts (issue 27's table)
 
 
 def speed_file() -> str:
@@ -209,22 +211,25 @@ def sizes(args: argparse.Namespace) -> dict:
     text = speed_file()
     code = code_lines(text)
     span = line_span(text, code[len(code) // 2], code[len(code) // 2])
+    if args.passes is not None and len(args.passes) > 1:
+        raise SystemExit("infill-bench sizes: --passes takes one count")
+    passes = args.passes[0] if args.passes else SIZE_PASSES
     rows = []
     for context in args.contexts:
         for hidden, layers in tqdm(args.sizes, desc=f"sizes (context {context})"):
-            row = measure_size(tokenizer, text, span, hidden, layers, context, args.passes, args.repeat)
+            row = measure_size(tokenizer, text, span, hidden, layers, context, passes, args.repeat)
             rows.append(row)
-    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes, "
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {passes} passes, "
           f"{torch.get_num_threads()} threads")  # fmt: skip
     print(format_rows(rows))
-    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows]}
+    return {"passes": passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows]}
 
 
 def shapes(args: argparse.Namespace) -> dict:
     """The published families' real shapes with random weights: pass and fill times, peak memory."""
     import torch
 
-    from infill.bench.shapes import SHAPES, format_rows, measure_shape
+    from infill.bench.shapes import SHAPES, TINY_SHAPES, format_rows, measure_shape
     from infill.models import pick_device, pick_dtype
     from infill.models.quantize import check_quantizable, check_quantize
 
@@ -241,15 +246,34 @@ def shapes(args: argparse.Namespace) -> dict:
         line_span(text, code[middle], code[middle]),
         line_span(text, code[middle + 1], code[middle + 1]),
     )
+    names = list(TINY_SHAPES) if args.tiny else args.shapes
+    unknown = [name for name in names if name not in SHAPES and name not in TINY_SHAPES]
+    if unknown:
+        raise SystemExit(f"infill-bench shapes: unknown shape(s) {', '.join(unknown)}; "
+                         f"known: {', '.join([*SHAPES, *TINY_SHAPES])}")  # fmt: skip
+    passes = args.passes or SHAPE_PASSES
     rows = [
-        measure_shape(name, text, span, device, dtype, args.passes, args.repeat, next_span, args.quantize)
-        for name in args.shapes
-    ]
-    print(f"one-line fill in a {SPEED_FILE_LINES}-line file, {args.passes} passes (a full one every "
-          f"{SamplerConfig.cache_refresh}), {torch.get_num_threads()} threads, random weights")  # fmt: skip
+        measure_shape(name, text, span, device, dtype, passes, args.repeat, next_span, args.quantize,
+                      args.context_length)
+        for name in tqdm(names, desc="shapes")
+    ]  # fmt: skip
+    print(f"one-line fill in a {SPEED_FILE_LINES}-line file at {', '.join(map(str, passes))} passes, "
+          f"{torch.get_num_threads()} threads, random weights; fill: the first in the document, "
+          "next: the next line's, on the document's kept context")  # fmt: skip
     print(format_rows(rows))
-    return {"passes": args.passes, "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows],
-            "known_shapes": list(SHAPES)}  # fmt: skip
+    return {"passes": list(passes), "threads": torch.get_num_threads(), "rows": [r.__dict__ for r in rows],
+            "known_shapes": [*SHAPES, *TINY_SHAPES]}  # fmt: skip
+
+
+def pass_counts(text: str) -> tuple[int, ...]:
+    """--passes: comma-separated pass counts, each at least 1."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of pass counts: {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"pass counts must be at least 1: {text!r}")
+    return counts
 
 
 def size_list(text: str) -> list[tuple[int, int]]:
@@ -307,14 +331,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-recall", dest="recall", action="store_false",
                         help="one-line fills never take a line of the file (infill.recall)")
     parser.add_argument("--context-length", type=int, default=None, metavar="N",
-                        help="quality, speed: the model's window in tokens (default: the model's own)")
+                        help="quality, speed, shapes: the model's window in tokens (default: the "
+                        "model's own; shapes: the device's)")
     parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
     parser.add_argument("--plot-caps", default=",".join(map(str, PLOT_CAPS)), help="quality: caps for --plot")
     parser.add_argument("--repeat", type=int, default=3, help="speed: runs per measurement (median)")
-    parser.add_argument("--passes", type=int, default=12, help="sizes, shapes: denoising passes per fill")
+    parser.add_argument("--passes", type=pass_counts, default=None, metavar="N,...",
+                        help=f"sizes: denoising passes per fill (default {SIZE_PASSES}); shapes: the pass "
+                        f"counts to time fills at (default {','.join(map(str, SHAPE_PASSES))})")  # fmt: skip
     parser.add_argument("--sizes", type=size_list, default=list(SIZES), metavar="HxL,...",
                         help="sizes: hidden size x layers of each model to time (default: "
                         + ",".join(f"{h}x{n}" for h, n in SIZES) + ")")  # fmt: skip
@@ -327,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=["open-dcoder-0.5b"],
         help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)",
     )
+    parser.add_argument("--tiny", action="store_true",
+                        help="shapes: every family's 2-layer, width-64 stand-in instead (seconds; for CI)")
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
     parser.add_argument("--file-lines", default="2000,20000", metavar="N,N",
                         help="lsp: other file lengths to time the one-line fill in, against the "

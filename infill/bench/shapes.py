@@ -4,11 +4,17 @@ Speed does not depend on the weights, so each shape is built randomly initialise
 own `Decoder`, as `infill.models` loads real checkpoints into) with the shipped tokenizer standing
 in for the family's (its ids are valid in every vocabulary here; mask, end-of-text and the ~400
 ruled-out special ids are placed where the real ones are). Measured on a one-line span of a
-200-line file, through the real engine:
+200-line file, through the real engine, in the window the device gets (CPU_CONTEXT tokens on the
+CPU, infill.models.denoiser.device_context) unless `context_length` says otherwise:
   full pass    one pass over the whole canvas (the file's window), the output layer at the span only
   cached pass  a span-only pass on the cached context (the engine's steps between full passes)
-  fill         the engine's one-line fill: `passes` steps, a full pass every `cache_refresh`
-               (syntax retries off: random weights would break the syntax every time)
+  fill         the engine's one-line fill at each of several pass counts (`passes`; random
+               weights never settle, so a fill runs exactly that many passes): the first fill
+               after the document is opened, one full pass and span-only passes after it
+               (syntax retries and recall off: random weights would break the syntax every time)
+  next fill    the next line's fill in the same document, on the context kept from the last
+               fill (infill.kept_context, as the language server runs it): what a fill costs
+               once the document's context is prepared
   peak memory  the process's peak resident memory (CPU) or the device's peak allocation (GPU)
   now memory   what it holds at the end: resident memory (CPU) or the device's allocation (GPU)
 """
@@ -18,14 +24,15 @@ from __future__ import annotations
 import resource
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 import torch
 
 from infill.document import document_from_bytes
 from infill.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
-from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser
+from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.quantize import quantize_network, quantized_layers
 from infill.models.vocabulary import CheckpointTokenizer
@@ -50,6 +57,14 @@ SHAPES = {
     ),
 }  # fmt: skip
 
+TINY_SHAPES = {
+    f"{name}-tiny": (replace(config, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
+                             num_kv_heads=min(config.num_kv_heads, 4), head_dim=16), *ids)
+    for name, (config, *ids) in SHAPES.items()
+}  # fmt: skip
+"""The same families with 2 layers of width 64 and their real vocabularies (`--tiny`): the
+benchmark's every step in seconds, for CI."""
+
 
 @dataclass
 class ShapeRow:
@@ -62,18 +77,18 @@ class ShapeRow:
     load_s: float  # building the random model (a real checkpoint also reads its files)
     full_pass_ms: float
     cached_pass_ms: float
-    fill_ms: float
-    fill_passes: int
-    kept_fill_ms: float  # the next line's fill in the same document, on its kept context
+    fill_ms: dict[int, float]  # by passes: the first fill in the document
+    kept_fill_ms: dict[int, float]  # by passes: the next line's fill, on the document's kept context
     peak_mib: float
     resident_mib: float  # the process's resident memory at the end (CPU; a quantized model's peak
     # still holds its float weights, before they were quantized)
+    fill_passes: dict[int, int] = field(default_factory=dict)  # by passes asked: the passes run
 
 
 def random_denoiser(
     name: str, device: torch.device, dtype: torch.dtype, quantize: str = "auto"
 ) -> CachingCheckpointDenoiser:
-    config, mask_id, null_id, shift, first_special = SHAPES[name]
+    config, mask_id, null_id, shift, first_special = {**SHAPES, **TINY_SHAPES}[name]
     with torch.device("meta"):
         network = Decoder(config)
     network = network.to(dtype).to_empty(device=device).eval()
@@ -115,24 +130,33 @@ def measure_shape(
     span: Span,
     device: torch.device,
     dtype: torch.dtype,
-    passes: int,
+    passes: tuple[int, ...],
     repeat: int,
     next_span: Span | None = None,
     quantize: str = "auto",
+    context_length: int | None = None,
 ) -> ShapeRow:
-    """Times of one shape; ``next_span`` (default: ``span``): the span of the fill timed after a
-    fill of ``span`` in the same document, as the language server runs it (infill.kept_context);
-    ``quantize``: its weights' form (infill.models.quantize)."""
+    """Times of one shape: a pass, and a fill at each count of `passes`; ``next_span`` (default:
+    ``span``): the span of the fill timed after a fill of ``span`` in the same document, as the
+    language server runs it (infill.kept_context); ``quantize``: its weights' form
+    (infill.models.quantize); ``context_length``: the window (default: the device's)."""
+    from infill.pipeline import Job, lay_out
+    from infill.repair import RepairPolicy
+
     started = time.perf_counter()
     denoiser = random_denoiser(name, device, dtype, quantize)
     load_s = time.perf_counter() - started
     document = document_from_bytes(text.encode())
-    sampler = SamplerConfig(steps=passes, commit_threshold=1.0)  # exactly `passes` passes
-    options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0, recall=False)
-    from infill.pipeline import Job, lay_out
-    from infill.repair import RepairPolicy
+    window = context_length or device_context(CONTEXT_CAP, device)
 
-    [canvas] = lay_out(denoiser, Job(document, [span], sampler, RepairPolicy.of(options)))
+    def options(count: int) -> InfillOptions:
+        sampler = SamplerConfig(steps=count, commit_threshold=1.0)  # exactly `count` passes
+        return InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0,
+                             recall=False, context_length=window)  # fmt: skip
+
+    first = options(passes[0])
+    job = Job(document, [span], first.sampler, RepairPolicy.of(first), context_length=window)
+    [canvas] = lay_out(denoiser, job)
     ids = torch.tensor([canvas.ids])
     positions = torch.tensor(canvas.editable()).nonzero().flatten()
     ids[0, positions] = denoiser.mask_id
@@ -150,11 +174,14 @@ def measure_shape(
     cache = denoiser.new_cache()
     full_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=True))
     cached_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=False))
-    results = []
-    fill_ms = timed(lambda: results.append(infill(denoiser, document, [span], options)))
-    kept = KeptContext(denoiser)
-    infill(kept, document, [span], options)
-    kept_fill_ms = timed(lambda: infill(kept, document, [next_span or span], options))
+    fill_ms, kept_fill_ms, fill_passes = {}, {}, {}
+    for count in passes:
+        fill = partial(infill, denoiser, document, [span], options(count))
+        fill_ms[count] = timed(fill)
+        fill_passes[count] = fill().stats.forward_passes
+        kept = KeptContext(denoiser)
+        infill(kept, document, [span], options(count))
+        kept_fill_ms[count] = timed(partial(infill, kept, document, [next_span or span], options(count)))
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
@@ -166,21 +193,23 @@ def measure_shape(
         full_pass_ms=full_ms,
         cached_pass_ms=cached_ms,
         fill_ms=fill_ms,
-        fill_passes=results[-1].stats.forward_passes,
         kept_fill_ms=kept_fill_ms,
         peak_mib=peak_mib(device),
         resident_mib=resident_mib(device),
+        fill_passes=fill_passes,
     )
 
 
 def format_rows(rows: list[ShapeRow]) -> str:
-    lines = [f"{'shape':18} {'params':>7} {'dtype':>8} {'device':>6} {'canvas':>6} {'span':>4} "
-             f"{'full ms':>8} {'cached ms':>9} {'fill ms':>8} {'passes':>6} {'next fill':>9} "
-             f"{'peak MiB':>8} {'now MiB':>8}"]  # fmt: skip
+    """One line a shape; a first fill and a next fill column for each pass count."""
+    counts = sorted({count for row in rows for count in row.fill_ms})
+    fills = "".join(f"{f'{kind}@{c} ms':>11}" for kind in ("fill", "next") for c in counts)
+    lines = [f"{'shape':22} {'params':>7} {'dtype':>8} {'device':>6} {'canvas':>6} {'span':>4} "
+             f"{'full ms':>8} {'cached ms':>9}{fills} {'peak MiB':>8} {'now MiB':>8}"]  # fmt: skip
     for r in rows:
+        times = "".join(f"{ms[c]:11.0f}" for ms in (r.fill_ms, r.kept_fill_ms) for c in counts)
         lines.append(
-            f"{r.shape:18} {r.params / 1e9:6.2f}B {r.dtype:>8} {r.device:>6} {r.canvas:6d} {r.span:4d} "
-            f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f} {r.fill_ms:8.0f} {r.fill_passes:6d} "
-            f"{r.kept_fill_ms:9.0f} {r.peak_mib:8.0f} {r.resident_mib:8.0f}"
+            f"{r.shape:22} {r.params / 1e9:6.2f}B {r.dtype:>8} {r.device:>6} {r.canvas:6d} {r.span:4d} "
+            f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f}{times} {r.peak_mib:8.0f} {r.resident_mib:8.0f}"
         )
     return "\n".join(lines)
