@@ -17,6 +17,12 @@ cache: context keys computed while the span held other tokens), carried across r
 fill's later full passes (every ``cache_refresh`` steps) are real ones. When too little of the
 canvas aligns, the pass is a full one, as without a kept context.
 
+Staleness is bounded two ways. While the user is idle after an edit, the language server runs
+:meth:`KeptContext.refresh`: one exact full pass over the document as it is now, around where it
+changed (:func:`context_ids`), so the next fill's first pass computes only its span, attending to
+context that is exact but for the span's old text. And at most :data:`MAX_REUSES` first passes
+in a row reuse moved context; the next one is a full pass.
+
 Only the language server keeps contexts (one per open document, :class:`DocumentContexts`); the
 CLI and the benchmarks run exactly as before.
 """
@@ -30,10 +36,17 @@ from typing import Any
 
 import torch
 
+from infill.canvas import build_canvas
+from infill.spans import Span
+from infill.window import window_around
+
 MIN_RUN = 8
 """Aligned runs shorter than this many tokens are computed afresh (chance matches)."""
 MIN_KEPT_SHARE = 0.5
 """A first pass reuses the kept context only if at least this share of the canvas aligns."""
+MAX_REUSES = 8
+"""First passes in a row that may reuse moved context; the next is a full pass (a refresh, or a
+fill's own refresh, counts as one)."""
 
 
 class KeptContext:
@@ -47,6 +60,8 @@ class KeptContext:
         self.cache: list | None = None  # the cache object the last pass wrote
         self.reused_passes = 0  # full passes replaced by passes over the changed positions
         self.computed_positions = 0  # positions computed in those passes
+        self.reuses_in_a_row = 0  # since the last full pass: bounded by MAX_REUSES
+        self.refreshes = 0  # idle refreshes run (refresh)
 
     def __getattr__(self, name: str) -> Any:  # mask_id, null_id, encode, recommended, ...
         return getattr(self.inner, name)
@@ -61,17 +76,29 @@ class KeptContext:
         """As the inner denoiser's; a full pass that starts a cache (not one that refreshes the
         cache of a fill under way) is replaced by a pass over the changed positions when enough
         of the canvas aligns with the kept one."""
-        changed = self._reuse(ids, cache) if refresh and cache is not self.cache else None
+        starts = refresh and cache is not self.cache
+        changed = self._reuse(ids, cache) if starts and self.reuses_in_a_row < MAX_REUSES else None
         if changed is not None:
             wanted = torch.unique(torch.cat([positions.cpu(), changed]))  # sorted
             logits = self.inner.cached_logits(ids, wanted, cache, refresh=False)
             self.reused_passes += 1
+            self.reuses_in_a_row += 1
             self.computed_positions += len(wanted)
             out = logits[:, torch.searchsorted(wanted, positions.cpu())]
         else:
             out = self.inner.cached_logits(ids, positions, cache, refresh)
+            self.reuses_in_a_row = 0 if refresh else self.reuses_in_a_row
         self.ids, self.cache = ids.clone(), cache
         return out
+
+    @torch.no_grad()
+    def refresh(self, ids: torch.Tensor) -> None:
+        """Keep the exact context of canvas ``ids`` (1, L): one full pass (its output layer at one
+        position only), run while the user is idle; the next fill's first pass aligns with it."""
+        cache = self.inner.new_cache()
+        self.inner.cached_logits(ids, torch.tensor([ids.shape[1] - 1]), cache, refresh=True)
+        self.ids, self.cache, self.reuses_in_a_row = ids.clone(), cache, 0
+        self.refreshes += 1
 
     def _reuse(self, ids: torch.Tensor, cache: list) -> torch.Tensor | None:
         """Fill ``cache`` from the kept one if enough of ``ids`` aligns with it, and return the
@@ -97,6 +124,17 @@ class KeptContext:
         fresh = torch.ones(len(new), dtype=torch.bool)
         fresh[new_at] = False
         return fresh.nonzero().flatten()
+
+
+def context_ids(denoiser: Any, text: str, offset: int, context_length: int | None = None) -> torch.Tensor:
+    """The canvas (1, L) a fill near ``offset`` of ``text`` would see, without its span: the
+    model's window of the text around ``offset``, tokenized as a fill at ``offset`` tokenizes it
+    (split there), framed as the family frames it (infill.canvas)."""
+    context_length = context_length or denoiser.context_length
+    part = window_around(text, offset, offset, context_length)
+    here = offset - part.start
+    canvas = build_canvas(denoiser, text[part.start : part.end], [Span(here, here)], 0, context_length)
+    return torch.tensor([canvas.ids])
 
 
 def without_kept_context(denoiser: Any) -> Any:
@@ -163,6 +201,11 @@ class DocumentContexts:
             while len(self._kept) > self.documents:
                 self._kept.popitem(last=False)
             return kept
+
+    def kept(self, uri: str) -> KeptContext | None:
+        """The document's kept context, if it has one (no new one is made)."""
+        with self._lock:
+            return self._kept.get(uri)
 
     def forget(self, uri: str) -> None:
         """The document was closed: its context is dropped."""

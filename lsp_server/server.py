@@ -65,6 +65,7 @@ from infill.languages import Language, detect
 from infill.model_info import language_notice, model_card
 from lsp_server import actions, diagnostics, inline
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
+from lsp_server.idle import IdleRefresh
 from lsp_server.integrity import IntegrityProtocol, check_current, strict_converter, text_digest
 from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
 from lsp_server.positions import (
@@ -112,6 +113,7 @@ class InfillLanguageServer(LanguageServer):
         self.backend_error: str | None = None  # why loading backend_key failed (not retried)
         self._backend_lock = asyncio.Lock()
         self.contexts: Any = None  # infill.kept_context.DocumentContexts, from the first fill
+        self.idle = IdleRefresh(self.refresh_context)  # each document's context, refreshed when quiet
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
         self.jobs = DocumentJobs()
         self.alternatives = AlternativeSets()  # the candidates last sampled, per document
@@ -255,6 +257,34 @@ class InfillLanguageServer(LanguageServer):
 
             self.contexts = DocumentContexts()
         return self.contexts.denoiser(uri, backend)
+
+    async def refresh_context(
+        self, uri: str, text: str, offset: int, still_wanted: Callable[[], bool]
+    ) -> int:
+        """The idle refresh (lsp_server.idle): one exact full pass over the model's window of
+        ``text`` around ``offset``, kept as the document's context; the tokens it computed, 0 if
+        skipped (no model loaded yet, a request under way, the authors' loops, a model that
+        keeps no context)."""
+        from infill.kept_context import KeptContext, context_ids
+
+        settings, backend = self.settings, self.backend
+        if backend is None or self.backend_key != settings.model_key() or settings.protocol == "authors":
+            return 0
+        if self.jobs.of_document(uri):
+            return 0
+        denoiser = self.kept_context(uri, backend)
+        if not isinstance(denoiser, KeptContext):
+            return 0
+        context_length = clamp_options(self, settings.infill_options(backend), backend).context_length
+
+        def work() -> int:  # in the worker thread, after any job queued before it
+            if not still_wanted():
+                return 0
+            ids = context_ids(backend, text, offset, context_length)
+            denoiser.refresh(ids)
+            return ids.shape[1]
+
+        return await asyncio.get_running_loop().run_in_executor(self.model_executor, work)
 
     async def load_backend(self) -> Any:
         """The model for the current settings, loaded in the worker thread on first use (and
@@ -441,6 +471,7 @@ def did_open(ls: InfillLanguageServer, params: types.DidOpenTextDocumentParams) 
     document = ls.workspace.text_documents.get(unquote(uri))
     if document is not None:  # opened again without a close: its alternatives may be of other text
         ls.alternatives.changed(uri, document.version, document.source)
+        ls.idle.opened(uri, document.source)
     ls.publish_diagnostics(uri)
 
 
@@ -449,6 +480,7 @@ def did_change(ls: InfillLanguageServer, params: types.DidChangeTextDocumentPara
     document = ls.workspace.text_documents.get(unquote(uri))
     if document is not None:  # the alternatives follow an applied candidate, else are dropped
         ls.alternatives.changed(uri, document.version, document.source)
+        ls.idle.changed(uri, document.source, ls.settings.idle_refresh)
     ls.publish_diagnostics(uri)
 
 
@@ -457,6 +489,7 @@ def did_close(ls: InfillLanguageServer, params: types.DidCloseTextDocumentParams
     for job in ls.jobs.of_document(uri):
         job.cancel.set()  # nobody waits for this document's edits any more
     ls.alternatives.closed(uri)
+    ls.idle.closed(uri)
     if ls.contexts is not None:
         ls.contexts.forget(uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

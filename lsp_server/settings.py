@@ -31,6 +31,9 @@ section of the client's configuration (``workspace/configuration``,
      "threads": 2,                         # CPU threads for torch; default: torch's choice
      "requestTimeout": 300,                # seconds of model time a request may take (0: no
                                            # bound); past it the job stops with an error
+     "idleRefresh": 0.5,                   # seconds of quiet after an edit before the document's
+                                           #   kept context is refreshed around it (0: never;
+                                           #   lsp_server.idle)
      "languages": ["python", "go"]}        # the languages infill answers for (names of
                                            # infill.languages, or "text"); default: all
 
@@ -48,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from infill.languages import LANGUAGES, TEXT, named
 from infill.options import QUANTIZE_MODES
+from lsp_server.idle import IDLE_SECONDS
 
 if TYPE_CHECKING:
     from infill.options import InfillOptions
@@ -79,6 +83,7 @@ class Settings:
     trust_remote_code: bool = False
     quantize: str = "auto"  # "int8", "none", "auto": the linear layers' weights (infill.models.quantize)
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
+    idle_refresh: float = IDLE_SECONDS  # seconds of quiet before the kept context is refreshed; 0: never
     languages: tuple[str, ...] | None = None  # names of infill.languages (and "text"); None: all
 
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
@@ -149,6 +154,11 @@ _KEYS = {
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6,
         "a number of seconds from 0 (no bound) to 1000000",
     ),
+    "idleRefresh": (
+        "idle_refresh",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 3600,
+        "a number of seconds from 0 (never) to 3600",
+    ),
     "languages": ("languages", lambda v: _language_names(v) is not None,
                   f"a list of language names ({', '.join(NAMES)})"),
 }  # fmt: skip
@@ -172,6 +182,8 @@ def parse_settings(
             continue
         if check(value):
             values[field] = float(value) if field == "temperature" else value
+            if field == "idle_refresh":
+                values[field] = float(value)
             if field == "request_timeout":
                 values[field] = float(value) or None  # 0: no bound
             if field == "languages":

@@ -139,3 +139,62 @@ def test_documents_keep_their_own_context_and_forget_when_closed():
     contexts.forget("file:///b.py")
     assert contexts.denoiser("file:///b.py", backend) is not b
     assert contexts.denoiser("file:///a.py", native(1)) is not contexts.denoiser("file:///a.py", backend)
+
+
+def test_an_edit_far_from_the_span_recomputes_only_the_edit_and_the_span():
+    inner = native(2)
+    kept = KeptContext(inner)
+    first, _, _ = canvases()
+    kept.cached_logits(first, torch.arange(10, 14), kept.new_cache(), refresh=True)
+    edited = first.clone()
+    edited[0, 90:93] = torch.tensor([1, 2, 3])  # the user typed far from the next span
+    span = torch.arange(30, 38)
+    edited[0, span] = VOCAB - 1
+    kept.cached_logits(edited, span, kept.new_cache(), refresh=True)
+    assert kept.reused_passes == 1
+    assert kept.computed_positions == len(span) + 3  # nothing else of the 120 positions
+
+
+def test_an_idle_refresh_makes_the_kept_context_exact_for_the_text_as_it_is():
+    inner = native(3)
+    kept = KeptContext(inner)
+    first, _, _ = canvases()
+    kept.cached_logits(first, torch.arange(10, 14), kept.new_cache(), refresh=True)
+    edited = first.clone()
+    edited[0, 90:93] = torch.tensor([1, 2, 3])
+    kept.refresh(edited)  # the user stopped typing
+    assert kept.refreshes == 1
+    positions = torch.arange(40, 50)
+    got = kept.cached_logits(edited, positions, kept.new_cache(), refresh=True)  # a request on the same text
+    assert kept.computed_positions == len(positions)  # only what was asked for
+    assert (got - inner.logits(edited)[:, positions]).abs().max() < 1e-4  # exact at any depth
+
+
+def test_reuse_in_a_row_is_bounded_then_a_full_pass_runs():
+    from infill.kept_context import MAX_REUSES
+
+    inner = native(2)
+    kept = KeptContext(inner)
+    first, _, span = canvases()
+    kept.cached_logits(first, span, kept.new_cache(), refresh=True)
+    for _ in range(MAX_REUSES):
+        kept.cached_logits(first, span, kept.new_cache(), refresh=True)
+    assert kept.reused_passes == MAX_REUSES
+    kept.cached_logits(first, span, kept.new_cache(), refresh=True)  # stale enough: a full pass
+    assert kept.reused_passes == MAX_REUSES and kept.reuses_in_a_row == 0
+    kept.cached_logits(first, span, kept.new_cache(), refresh=True)
+    assert kept.reused_passes == MAX_REUSES + 1
+
+
+def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(tiny_backend):
+    from infill.canvas import build_canvas
+    from infill.kept_context import context_ids
+    from infill.spans import Span
+
+    text = "".join(f"value_{i} = compute({i}, scale={i % 5})\n" for i in range(400))
+    offset = text.index("value_200")
+    ids = context_ids(tiny_backend, text, offset)[0].tolist()
+    fill = build_canvas(tiny_backend, text, [Span(offset, offset + 30)])
+    assert len(ids) <= tiny_backend.context_length
+    aligned = sum(n for _, _, n in aligned_runs(ids, fill.ids))
+    assert aligned >= len(fill.ids) - fill.slots[0].length - 16  # all but the span and its seams

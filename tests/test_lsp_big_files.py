@@ -179,3 +179,48 @@ def test_a_second_fill_in_a_document_starts_from_its_kept_context(tiny_model):
         server.open(SMALL_URI, SMALL)
         timed_fill(server)  # closed and opened again: nothing kept
         assert len([line for line in server.stderr if "kept context" in line]) == 1
+
+
+def computed_positions(server: RawServer) -> list[int]:
+    """Positions each kept-context first pass computed, from the server's log, in order."""
+    found = (re.search(r"\((\d+) positions computed\)", line) for line in server.stderr)
+    return [int(m.group(1)) for m in found if m]
+
+
+def fill_line_12(server: RawServer) -> None:
+    [fill] = [a for a in actions(server, SMALL_URI, 12, 13) if a["data"]["mode"] == "fill"]
+    answer = server.request("codeAction/resolve", fill, timeout=60)
+    assert "result" in answer and answer["result"].get("edit"), answer
+
+
+def fill_after_an_edit(tiny_model, idle_refresh: float) -> tuple[RawServer, int]:
+    """A fill of line 12, an edit of the line above it, quiet, the fill again: the server and
+    the positions that fill's first pass computed."""
+    server = RawServer("--log-level", "INFO")
+    no_retries = {"syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}
+    server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, "idleRefresh": idle_refresh,
+                       **no_retries})  # fmt: skip
+    server.open(SMALL_URI, SMALL)
+    fill_line_12(server)  # loads the model; the document's context is kept
+    line_11 = "    total = value * scale + 1\n"
+    assert SMALL.split("\n")[11] + "\n" == line_11
+    server.change(SMALL_URI, 2, SMALL.replace(line_11, "    total = value * scale + 1 - offset\n", 1))
+    deadline = time.monotonic() + 10
+    while idle_refresh and not any("idle refresh" in line for line in server.stderr):
+        assert time.monotonic() < deadline, "no idle refresh within 10 s"
+        time.sleep(0.05)
+    time.sleep(0.3)
+    fill_line_12(server)
+    [positions] = computed_positions(server)
+    return server, positions
+
+
+def test_after_an_edit_the_idle_refresh_leaves_the_next_fill_its_span_alone(tiny_model):
+    with fill_after_an_edit(tiny_model, idle_refresh=0.2)[0] as server:
+        [line] = [line for line in server.stderr if "idle refresh" in line]
+        assert SMALL_URI in line and "tokens in" in line
+        refreshed = computed_positions(server)[0]
+    with fill_after_an_edit(tiny_model, idle_refresh=0)[0] as server:
+        assert not any("idle refresh" in line for line in server.stderr)
+        stale = computed_positions(server)[0]
+    assert refreshed < stale  # without the refresh the edited tokens are computed too

@@ -91,3 +91,22 @@ def test_jobs_of_other_kinds_do_not_supersede_each_other():
     newer_completion = jobs.start("file:///a.py", INLINE)
     assert completion.superseded and not fill.cancelled()
     assert set(map(id, jobs.of_document("file:///a.py"))) == {id(fill), id(newer_completion)}
+
+
+def test_idle_refresh_is_a_number_of_seconds_and_0_turns_it_off():
+    assert parse_settings({})[0].idle_refresh == 0.5
+    assert parse_settings({"idleRefresh": 0})[0].idle_refresh == 0.0
+    assert parse_settings({"idleRefresh": 2})[0].idle_refresh == 2.0
+    settings, warnings = parse_settings({"idleRefresh": -1})
+    assert settings.idle_refresh == 0.5 and "idleRefresh" in warnings[0]
+
+
+def test_the_change_offset_is_where_a_full_text_sync_first_differs():
+    from lsp_server.idle import change_offset
+
+    old = "def f():\n    return 1\n" * 50
+    at = old.index("return 1", 500)
+    assert change_offset(old, old[:at] + "return 2" + old[at + 8 :]) == at + 7
+    assert change_offset(old, old[:at] + old[at + 9 :]) == at  # a deletion
+    assert change_offset(old, old + "x") == len(old) and change_offset(old, old) == len(old)
+    assert change_offset("", "abc") == 0

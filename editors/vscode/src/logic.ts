@@ -25,6 +25,7 @@ export const SERVER_SETTINGS = [
     'trustRemoteCode',
     'quantize',
     'requestTimeout',
+    'idleRefresh',
     'languages',
     'protocol',
 ] as const;

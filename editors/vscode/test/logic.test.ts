@@ -93,7 +93,7 @@ describe('serverSettings', () => {
         const expected = [
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'syntaxRounds',
             'syntaxEdits', 'syntaxRestarts', 'passBudget', 'recall', 'threads', 'device', 'dtype',
-            'trustRemoteCode', 'quantize', 'requestTimeout', 'languages', 'protocol',
+            'trustRemoteCode', 'quantize', 'requestTimeout', 'idleRefresh', 'languages', 'protocol',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {

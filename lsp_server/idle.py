@@ -1,0 +1,100 @@
+"""The document's kept context refreshed while the user is idle (infill.kept_context).
+
+A fill's first pass reuses the keys and values the document's last pass left, moved to where the
+same tokens are now, and computes only what changed. After the user edits, the edited text and
+the context around it then come from a pass that saw the old text. When the document has been
+quiet for ``idleRefresh`` seconds (default :data:`IDLE_SECONDS`) after a change, the server runs
+one exact full pass over the model's window around the change, in the model's worker thread, so
+that the next request computes its span alone on context that is exact for the text as it is.
+
+The refresh is skipped when it would be in the way or of no use: the model is not loaded yet
+(the first fill loads it), another change came in, a request for the document is under way, or
+the fill actions run the authors' loops (which keep no context). A refresh that has started
+runs to its end (one full pass); a request that comes in meanwhile waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger("infill-lsp")
+
+IDLE_SECONDS = 0.5
+"""Quiet time after a change before the refresh (the ``idleRefresh`` setting; 0: never)."""
+
+
+def change_offset(old: str, new: str) -> int:
+    """Where ``new`` first differs from ``old`` (the start of the change a full-text sync sent);
+    the length of the shorter one if one starts the other."""
+    low, high = 0, min(len(old), len(new))
+    while low < high:  # the longest common prefix, by halves (slices compare in C)
+        middle = (low + high + 1) // 2
+        if old[:middle] == new[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+class IdleRefresh:
+    """Per document: its last text, and the refresh waiting for quiet."""
+
+    def __init__(self, refresh: Callable[[str, str, int, Callable[[], bool]], Awaitable[int]]) -> None:
+        """``refresh(uri, text, offset, still_wanted)``: refreshes the document's context around
+        ``offset`` of ``text`` unless ``still_wanted()`` has turned false, and returns the tokens
+        it computed (0: skipped); the server's."""
+        self._refresh = refresh
+        self._texts: dict[str, str] = {}
+        self._waiting: dict[str, asyncio.TimerHandle] = {}
+        self._generation: dict[str, int] = {}
+
+    def opened(self, uri: str, text: str) -> None:
+        self._texts[uri] = text
+
+    def changed(self, uri: str, text: str, seconds: float) -> None:
+        """The document is now ``text``: refresh around the change after ``seconds`` of quiet."""
+        old = self._texts.get(uri)
+        self._texts[uri] = text
+        self._cancel(uri)
+        self._generation[uri] = self._generation.get(uri, 0) + 1
+        if old is None or old == text or seconds <= 0:
+            return
+        offset = change_offset(old, text)
+        generation = self._generation[uri]
+        loop = asyncio.get_running_loop()
+
+        def start() -> None:
+            self._waiting.pop(uri, None)
+            loop.create_task(self._refresh_if_quiet(uri, text, offset, generation))
+
+        self._waiting[uri] = loop.call_later(seconds, start)
+
+    def quiet(self, uri: str, generation: int) -> bool:
+        """No change to ``uri`` since ``generation``."""
+        return self._generation.get(uri) == generation
+
+    def closed(self, uri: str) -> None:
+        self._cancel(uri)
+        self._texts.pop(uri, None)
+        self._generation.pop(uri, None)
+
+    def _cancel(self, uri: str) -> None:
+        waiting = self._waiting.pop(uri, None)
+        if waiting is not None:
+            waiting.cancel()
+
+    async def _refresh_if_quiet(self, uri: str, text: str, offset: int, generation: int) -> None:
+        if not self.quiet(uri, generation):
+            return
+        started = time.perf_counter()
+        try:
+            tokens = await self._refresh(uri, text, offset, lambda: self.quiet(uri, generation))
+        except Exception:  # never the user's problem: the next fill works without it
+            logger.exception("idle refresh of %s failed", uri)
+            return
+        if tokens:
+            logger.info("idle refresh of %s: %d tokens in %.0f ms", uri, tokens,
+                        1000 * (time.perf_counter() - started))  # fmt: skip
