@@ -91,6 +91,13 @@ class KeptContext:
         self.ids, self.cache = ids.clone(), cache
         return out
 
+    def fork(self) -> KeptContext:
+        """Another kept context starting from this one's (the kept cache is shared: a fill's
+        first pass writes into a cache of its own, never into the kept one)."""
+        other = KeptContext(self.inner)
+        other.ids, other.cache, other.reuses_in_a_row = self.ids, self.cache, self.reuses_in_a_row
+        return other
+
     @torch.no_grad()
     def refresh(self, ids: torch.Tensor) -> None:
         """Keep the exact context of canvas ``ids`` (1, L): one full pass (its output layer at one

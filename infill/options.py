@@ -58,6 +58,8 @@ class SamplerConfig:
     #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
     expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
     #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.expansion)
+    first_view: bool = False  # keep the first pass's log-probabilities (SampleResult.first_view):
+    #   the recall stage ranks on them (the pipeline sets it for the fills it recalls for)
     cap_per_position: bool = False  # a step cap left unset is one pass per masked position (the
     #   Dream family's and LLaDA's authors set steps = new tokens), not ONE_LINE/MULTI_LINE_STEPS
 

@@ -151,13 +151,16 @@ def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> F
     selection = mask(denoiser, job, canvas, ids)
     spans = [job.document.text[s.span.start : s.span.end] for s in canvas.slots]
     config = step_cap(job.sampler, spans, int(selection.editable[0].sum()))
+    recalls = job.recall and job.rows == 1
     on_step = partial(hooks.on_step, canvas) if hooks.on_step else None
     stage = job.denoise or denoise
-    sampled = stage(denoiser, ids, selection.editable, config, on_step, hooks.cancelled, hooks.out_of_time)
+    sampled = stage(denoiser, ids, selection.editable, replace(config, first_view=recalls), on_step,
+                    hooks.cancelled, hooks.out_of_time)  # fmt: skip
+    first_view = sampled.first_view  # the canvas as laid out: what recall ranks lines on
     if not hooks.out_of_time():
         sampled = repair_in_time(denoiser, job, canvas, sampled, config, on_step, hooks)
-    if job.recall and job.rows == 1 and not hooks.out_of_time():
-        sampled = recall(denoiser, job.document, canvas, sampled)
+    if recalls and not hooks.out_of_time():
+        sampled = recall(denoiser, job.document, canvas, sampled, first_view)
     texts = rows_texts(denoiser, job.document, canvas, sampled.ids)
     return Filled(job, canvas, selection, sampled, texts)
 

@@ -27,9 +27,10 @@ if TYPE_CHECKING:  # the interface of every model family (infill.models)
 
 
 class CanvasPredictor:
-    def __init__(self, denoiser: Denoiser, editable: torch.Tensor, refresh: int):
+    def __init__(self, denoiser: Denoiser, editable: torch.Tensor, refresh: int, keep_first: bool = False):
         """editable (B, L) bool: the positions whose probabilities are wanted (the same columns
-        serve every row); refresh: full passes every this many steps (1: every step)."""
+        serve every row); refresh: full passes every this many steps (1: every step);
+        keep_first: keep row 0's log-probabilities of the first pass (`first_view`)."""
         self.denoiser = denoiser
         self.columns = editable.any(0).nonzero().flatten()
         self.refresh = refresh
@@ -39,6 +40,8 @@ class CanvasPredictor:
         self.full_passes = 0
         self.narrowed: torch.Tensor | None = None  # the columns to use after the next pass
         self.special = special_index(denoiser)
+        self.keep_first = keep_first
+        self.first_view: tuple[torch.Tensor, torch.Tensor] | None = None  # (columns, (P, vocab) log-probs)
 
     def narrow(self, editable: torch.Tensor) -> None:
         """After the next pass only `editable` (a subset of the positions so far) is wanted, e.g.
@@ -61,6 +64,8 @@ class CanvasPredictor:
             logits = self.denoiser.logits(x)[:, columns]
         if self.narrowed is not None:
             self.columns, self.narrowed = self.narrowed, None
+        if self.keep_first and self.calls == 1:  # the canvas as laid out, every position masked
+            self.first_view = columns, torch.log_softmax(logits[0].float(), -1)
         return columns, allowed_softmax(self.denoiser, logits, self.special)
 
 

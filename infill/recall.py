@@ -105,9 +105,17 @@ def indentation(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: SampleResult) -> SampleResult:
+def recall(
+    denoiser: Denoiser,
+    document: Document,
+    canvas: Canvas,
+    sampled: SampleResult,
+    first_view: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> SampleResult:
     """The recall stage over row 0 of a filled canvas: each one-line slot keeps the model's fill
-    or takes the best-ranked line of the document (see the module's docstring)."""
+    or takes the best-ranked line of the document (see the module's docstring). `first_view`:
+    the sampler's first pass over the canvas as laid out (SampleResult.first_view), ranked on
+    instead of a pass of recall's own."""
     if denoiser.null_id is None or getattr(denoiser, "expand_id", None) is not None:
         return sampled
     text = document.text
@@ -118,7 +126,10 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
     ]
     if not any(offers):
         return sampled
-    logp = SlotLogProbs.of(denoiser, canvas)  # one pass, every slot masked: the canvas as laid out
+    if first_view is not None:  # the sampler's first pass saw the canvas as laid out
+        logp, passes = SlotLogProbs(*first_view, len(canvas.ids)), 0
+    else:  # one pass, every slot masked: the canvas as laid out
+        logp, passes = SlotLogProbs.of(denoiser, canvas), 1
     ids = sampled.ids.clone()
     taken = 0
     for index, (slot, offer) in enumerate(zip(canvas.slots, offers)):
@@ -152,7 +163,7 @@ def recall(denoiser: Denoiser, document: Document, canvas: Canvas, sampled: Samp
     changed = ids[0] != sampled.ids[0]
     confidence[0, changed] = logp.at(changed.nonzero().flatten(), ids[0, changed]).exp()  # all masked
     before = sampled.stats
-    stats = replace(before, forward_passes=before.forward_passes + 1, recalled=before.recalled + taken)
+    stats = replace(before, forward_passes=before.forward_passes + passes, recalled=before.recalled + taken)
     return SampleResult(ids, confidence, stats)
 
 

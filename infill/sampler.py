@@ -115,6 +115,9 @@ class SampleResult:
     confidence: torch.Tensor  # (B, L) the model's probability of each final token (1 on context)
     stats: SampleStats
     tokens: list[list[list[int]]] | None = None  # [row][step]: the ids each step committed (infill.authors)
+    first_view: tuple[torch.Tensor, torch.Tensor] | None = None  # row 0's first pass, every position
+    #   masked: (columns, log-probabilities (P, vocab)), kept when asked (SamplerConfig.first_view)
+    #   for the recall stage, which ranks lines on it instead of a pass of its own
 
 
 def sample(
@@ -138,7 +141,7 @@ def sample(
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
     x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
-    predict = CanvasPredictor(denoiser, editable, config.cache_refresh)
+    predict = CanvasPredictor(denoiser, editable, config.cache_refresh, keep_first=config.first_view)
     budget = int(editable[0].sum())
     padding = torch.zeros_like(editable)
     decide_length = config.length == "first-pass" and denoiser.null_id is not None
@@ -215,7 +218,7 @@ def sample(
         converged=converged,
         cached_passes=passes - predict.full_passes,
     )
-    return SampleResult(x, confidence, stats)
+    return SampleResult(x, confidence, stats, first_view=predict.first_view)
 
 
 CANDIDATES = 256

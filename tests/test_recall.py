@@ -4,6 +4,8 @@ pipeline with the shipped model."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from infill.backend import DEFAULT_MODEL_DIR, load_backend
@@ -164,7 +166,31 @@ def test_the_shipped_model_fills_a_repeated_line_exactly_with_recall_and_not_wit
     off = infill(backend, document, [span], InfillOptions(recall=False))
     assert on.spans[0].new_text == "    G.add_edge(1, 2)" and on.stats.recalled == 1
     assert off.spans[0].new_text != "    G.add_edge(1, 2)" and off.stats.recalled == 0
-    assert on.stats.forward_passes == off.stats.forward_passes + 1
+    assert on.stats.forward_passes == off.stats.forward_passes  # recall ranks on the first pass
+
+
+def test_ranking_on_the_samplers_first_pass_is_ranking_on_a_pass_of_recalls_own():
+    """The sampler's first pass sees the canvas as laid out, every slot masked: the log-probs it
+    keeps are those of recall's own exact pass, so the decisions are the same."""
+    from infill.pipeline import denoise
+    from infill.recall import SlotLogProbs
+
+    backend = load_backend(DEFAULT_MODEL_DIR, threads=2)
+    document = Document(TESTS, bom=False, newline="\n")
+    for line in ("    G.add_edge(1, 2)", "    assert 1 in G"):
+        canvas = build_canvas(backend, TESTS, [span_of(TESTS, line)])
+        ids = torch.tensor([canvas.ids])
+        editable = torch.tensor([canvas.editable()])
+        config = dataclasses.replace(InfillOptions().sampler, steps=16, first_view=True)
+        sampled = denoise(backend, ids, editable, config, None, None)
+        columns, logp = sampled.first_view
+        own = SlotLogProbs.of(backend, canvas)
+        assert torch.equal(columns, editable[0].nonzero().flatten())
+        assert (logp - own.logp).abs().max() < 1e-5
+        with_view = recall(backend, document, canvas, sampled, sampled.first_view)
+        without = recall(backend, document, canvas, sampled)
+        assert torch.equal(with_view.ids, without.ids)
+        assert with_view.stats.forward_passes + 1 == without.stats.forward_passes
 
 
 def test_the_cli_recalls_a_line_and_says_so_and_no_recall_turns_it_off(tmp_path, capsys):

@@ -27,6 +27,12 @@ infill-bench speed [--model DIR]
     Model load time, engine time and end-to-end CLI time for a one-line and a ten-line fill
     in a 200-line file.
 
+infill-bench drift [--model DIR] [--tasks 100] [--seed 0] [--json PATH]
+    Fills on the language server's kept context against exact fills, on held-out lines: the
+    code line 3 lines above each is filled and accepted first, then the line is filled exactly,
+    on the stale kept context and on the context after the idle refresh (infill.bench.drift):
+    the share of fills identical to the exact one, exact matches, positions computed.
+
 infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--file-lines 2000,20000] [--json PATH]
     The language server as an editor sees it (lsp_server.measure): start to `initialize`
     answer, listing code actions, the first fill (loads the model), a one-line fill in a
@@ -51,7 +57,7 @@ from tqdm import tqdm
 from infill.backend import DEFAULT_MODEL_DIR, Denoiser
 from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, engine_options, rule_options, run_quality
 from infill.bench.sizes import CONTEXTS, SIZES, parse_sizes
-from infill.bench.tasks import KINDS, code_lines, heldout_sources
+from infill.bench.tasks import KINDS, code_lines, heldout_sources, make_tasks
 from infill.document import document_from_bytes
 from infill.errors import ModelError
 from infill.models import load
@@ -97,6 +103,24 @@ def quality(args: argparse.Namespace) -> dict:
     results = run_quality(backend, args)
     results["kept_context"] = args.kept_context
     return results
+
+
+def drift(args: argparse.Namespace) -> dict:
+    """Fills on the language server's kept context against exact ones (infill.bench.drift)."""
+    from dataclasses import asdict
+
+    from infill.bench.drift import format_drift, measure_drift, summarize_drift
+
+    backend = load_backend(args)
+    tasks = make_tasks(heldout_sources(), ["line"], args.tasks, args.seed)
+    config = SamplerConfig(steps=args.steps, cache_refresh=args.cache_refresh, order=args.order,
+                           **rule_options(args))  # fmt: skip
+    options = InfillOptions(config, **engine_options(args))
+    rows = measure_drift(backend, tasks, options)
+    table = summarize_drift(rows)
+    print(format_drift(table))
+    return {"model": str(args.model or "default"), "seed": args.seed, "table": table,
+            "rows": [asdict(row) for row in rows]}  # fmt: skip
 
 
 SPEED_FILE_LINES = 200
@@ -286,7 +310,7 @@ def size_list(text: str) -> list[tuple[int, int]]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes"])
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes", "drift"])
     parser.add_argument("--model", type=Path, default=None,
                         help="checkpoint folder, any family infill.models.load takes "
                         "(default: the shipped model)")  # fmt: skip
@@ -301,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="int8: the linear layers' weights in int8 (CPU, float32 only); auto: int8 "
                         "for models of 100M parameters or more where it can run")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind")
+    parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind; drift: lines")
     kinds = ",".join(KINDS)
     parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
     parser.add_argument("--steps", type=int, default=None,
@@ -333,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context-length", type=int, default=None, metavar="N",
                         help="quality, speed, shapes: the model's window in tokens (default: the "
                         "model's own; shapes: the device's)")
-    parser.add_argument("--seed", type=int, default=0, help="quality: task selection seed")
+    parser.add_argument("--seed", type=int, default=0, help="quality, drift: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
@@ -370,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "lsp" and args.runs < 1:
         parser.error("--runs must be at least 1")
     try:
-        modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes}
+        modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes,
+                 "drift": drift}  # fmt: skip
         results = modes[args.what](args)
     except ModelError as error:
         print(f"infill-bench: model error: {error}", file=sys.stderr)
