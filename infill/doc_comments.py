@@ -100,9 +100,24 @@ def is_documented(node: tree_sitter.Node, convention: Convention) -> bool:
     return text.startswith(convention.documented_by)
 
 
-def wants_documentation(node: tree_sitter.Node, convention: Convention) -> bool:
-    """Whether the convention documents this definition (Go: exported names only)."""
-    return not convention.exported_only or defs.name_of(node)[:1].isupper()
+def wants_documentation(node: tree_sitter.Node, convention: Convention, language: Language) -> bool:
+    """Whether the convention documents this definition: Go's exported names only; a function
+    bound to a name (``export const f = (a) => ...``) where its declaration holds it alone and
+    is not inside a function (a ``const`` helper in a function body is a local variable)."""
+    if convention.exported_only and not defs.name_of(node)[:1].isupper():
+        return False
+    if defs.bound_function(node, language) is not None:
+        top = defs.outer(node, language)
+        return top != node and not _inside_a_function(top, language)
+    return True
+
+
+def _inside_a_function(node: tree_sitter.Node, language: Language) -> bool:
+    functions = language.functions | language.function_values
+    parent = node.parent
+    while parent is not None and parent.type not in functions:
+        parent = parent.parent
+    return parent is not None
 
 
 def opener(convention: Convention, name: str) -> str:

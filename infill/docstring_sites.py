@@ -119,9 +119,13 @@ def _missing_comments(text: str, language: Language) -> tuple[tuple[DocstringSit
     for node in defs.definitions(root, language):
         site = _comment_site(text, data, node, language, convention)
         if site is not None:
-            header_end = text.find("\n", site.start)
-            found.append((site, (site.start, len(text) if header_end == -1 else header_end)))
+            found.append((site, (site.start, _line_end(text, site.start))))
     return tuple(found)
+
+
+def _line_end(text: str, offset: int) -> int:
+    end = text.find("\n", offset)
+    return len(text) if end == -1 else end
 
 
 def _comment_site(
@@ -132,7 +136,7 @@ def _comment_site(
     anchor = doc_comments.anchor(node, language)
     if node.has_error or doc_comments.is_documented(anchor, convention):
         return None
-    if not doc_comments.wants_documentation(node, convention):
+    if not doc_comments.wants_documentation(node, convention, language):
         return None
     first = doc_comments.first_line_above(anchor)
     start = _char_offset(data, first.start_byte)
@@ -157,7 +161,11 @@ def _comment_site_at(text: str, offset: int, language: Language) -> DocstringSit
     def top(node: tree_sitter.Node) -> int:
         return doc_comments.first_line_above(doc_comments.anchor(node, language)).start_byte
 
-    around = [node for node in defs.definitions(root, language) if top(node) <= target <= node.end_byte]
+    around = [
+        node for node in defs.definitions(root, language)
+        if top(node) <= target <= node.end_byte
+        and doc_comments.wants_documentation(node, convention, language)
+    ]  # fmt: skip
     if not around:
         return None
     innermost = max(around, key=lambda node: node.start_byte)

@@ -6,8 +6,10 @@ and LSP languageIds name it, which syntax nodes the ``--node`` selectors mean th
 syntax and its documentation convention (infill.doc_comments). Adding a language is one row here
 and its grammar's pin.
 
-    function:NAME   a node of ``functions`` (methods too), wrapped by a ``wrappers`` node if any
-                    (Python's decorators, JavaScript's ``export``, C++'s ``template``)
+    function:NAME   a node of ``functions`` (methods too), or a ``declarators`` node binding a name
+                    to one of ``function_values`` (JavaScript's ``const f = (a) => a``), wrapped by
+                    a ``wrappers`` node if any (Python's decorators, JavaScript's ``export`` and
+                    ``const``, C++'s ``template``)
     class:NAME      a node of ``classes`` (classes, interfaces, structs, impl blocks, ...)
     body:NAME       the body of either: Python's indented block, or what is between the braces
     statement:LINE  a named node (not a comment) directly inside a ``blocks`` node
@@ -48,6 +50,8 @@ class Language:
     language_ids: tuple[str, ...] = ()  # LSP languageIds (VS Code's, Neovim's filetypes)
     functions: frozenset[str] = frozenset()
     classes: frozenset[str] = frozenset()
+    declarators: frozenset[str] = frozenset()  # bind a name to a value (``f = (a) => a``)...
+    function_values: frozenset[str] = frozenset()  # ...that is a function when it is one of these
     wrappers: frozenset[str] = frozenset()
     blocks: frozenset[str] = frozenset()
     line_comment: str | None = None  # "//", "#"
@@ -74,7 +78,9 @@ JAVASCRIPT = Language(
     (".js", ".mjs", ".cjs", ".jsx"), ("javascript", "javascriptreact", "jsx"),
     functions=frozenset({"function_declaration", "generator_function_declaration", "method_definition"}),
     classes=frozenset({"class_declaration"}),
-    wrappers=frozenset({"export_statement"}),
+    declarators=frozenset({"variable_declarator"}),
+    function_values=frozenset({"arrow_function", "function_expression", "generator_function"}),
+    wrappers=frozenset({"export_statement", "lexical_declaration", "variable_declaration"}),
     blocks=frozenset({"program", "statement_block", "class_body", "switch_body"}),
     line_comment="//", docs="jsdoc",
 )  # fmt: skip
@@ -87,13 +93,15 @@ _TS_BLOCKS = JAVASCRIPT.blocks | {"interface_body", "enum_body"}
 TYPESCRIPT = Language(
     "typescript", "TypeScript", ("tree_sitter_typescript", "language_typescript"),
     (".ts", ".mts", ".cts"), ("typescript",),
-    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
+    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, declarators=JAVASCRIPT.declarators,
+    function_values=JAVASCRIPT.function_values, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
     line_comment="//", docs="jsdoc",
 )  # fmt: skip
 
 TSX = Language(
     "tsx", "TSX", ("tree_sitter_typescript", "language_tsx"), (".tsx",), ("typescriptreact", "tsx"),
-    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
+    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, declarators=JAVASCRIPT.declarators,
+    function_values=JAVASCRIPT.function_values, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
     line_comment="//", docs="jsdoc",
 )  # fmt: skip
 

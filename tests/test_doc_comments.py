@@ -12,7 +12,7 @@ from infill.docstring_sites import missing_docstring_at, missing_docstrings
 from infill.docstrings_hook import document_to_fixed_point
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
-from infill.languages import GO, JAVA, RUST, TYPESCRIPT, C, Language, named
+from infill.languages import GO, JAVA, JAVASCRIPT, RUST, TSX, TYPESCRIPT, C, Language, named
 from infill.modes.docstrings import DOCSTRING_BUDGET, add_docstrings, insertion_layout
 from infill.options import InfillOptions
 from infill.syntax import has_syntax_error
@@ -188,6 +188,59 @@ def test_no_text_means_no_edit_and_a_reason(make_oracle, oracle_for_canvases):
     answers = ["", " */ tail", "\n\n"]
     _, result, after = document_with(make_oracle, oracle_for_canvases, TS, TYPESCRIPT, answers)
     assert after == TS and all(fill.reason for fill in result.fills)
+
+
+def sites_of(text: str, language: Language) -> list[tuple[str, int]]:
+    return [(site.name, site.line) for site in missing_docstrings(text, language=language)]
+
+
+# --------------------------------------------------------------------------- functions bound to a name
+
+BOUND_TS = """\
+/** Documented. */
+export const documented = (): void => {};
+
+export const load = async function (path: string): Promise<string> {
+  const read = (p: string) => p;
+  return read(path);
+};
+
+const twice = (x: number): number => x * 2;
+
+let first = (x: number) => x, second = (x: number) => x;
+
+namespace Shapes {
+  export const area = (r: number): number => r * r;
+}
+"""
+
+
+def test_functions_bound_to_a_name_are_jsdoc_sites_above_their_statement():
+    sites = missing_docstrings(BOUND_TS, language=TYPESCRIPT)
+    # not the local helper `read`, nor the two functions of one `let`
+    assert [site.name for site in sites] == ["function load", "function twice", "function area"]
+    load, twice, area = sites
+    assert load.start == BOUND_TS.index("export const load") and load.indent == ""
+    assert twice.start == BOUND_TS.index("const twice")
+    assert area.start == BOUND_TS.index("  export const area") and area.indent == "  "
+    assert missing_docstring_at(BOUND_TS, BOUND_TS.index("read(path)"), TYPESCRIPT) == load
+    assert missing_docstring_at(BOUND_TS, BOUND_TS.index("{};"), TYPESCRIPT) is None  # documented
+    for language in (JAVASCRIPT, TSX):
+        text = "export const f = (a) => a;\nvar g = function* () {};\n"
+        assert sites_of(text, language) == [("function f", 1), ("function g", 2)]
+
+
+def test_jsdoc_above_bound_functions_exact_text(make_oracle, oracle_for_canvases):
+    answers = ["Reads the file at path.", "Doubles x.", "The area of a circle of radius r,\nroughly."]
+    _, result, after = document_with(make_oracle, oracle_for_canvases, BOUND_TS, TYPESCRIPT, answers)
+    assert after == BOUND_TS.replace(
+        "export const load", "/** Reads the file at path. */\nexport const load"
+    ).replace("const twice", "/** Doubles x. */\nconst twice").replace(
+        "  export const area",
+        "  /**\n   * The area of a circle of radius r,\n   * roughly.\n   */\n  export const area",
+    )
+    assert not has_syntax_error(after, TYPESCRIPT) and len(result.edits) == 3
+    assert missing_docstrings(after, language=TYPESCRIPT) == []
 
 
 # --------------------------------------------------------------------------- the hook's fixed point
