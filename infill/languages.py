@@ -56,6 +56,7 @@ class Language:
     blocks: frozenset[str] = frozenset()
     line_comment: str | None = None  # "//", "#"
     docs: str | None = None  # the documentation convention: a key of infill.doc_comments.CONVENTIONS
+    module_docs: str | None = None  # a file's own documentation (Rust's //!): a key of the same
 
     @property
     def has_grammar(self) -> bool:
@@ -119,7 +120,7 @@ RUST = Language(
     classes=frozenset({"struct_item", "enum_item", "union_item", "impl_item", "trait_item"}),
     blocks=frozenset({"source_file", "block", "declaration_list", "field_declaration_list",
                       "enum_variant_list"}),
-    line_comment="//", docs="rustdoc",
+    line_comment="//", docs="rustdoc", module_docs="rustdoc-inner",
 )  # fmt: skip
 
 JAVA = Language(

@@ -190,8 +190,67 @@ def test_no_text_means_no_edit_and_a_reason(make_oracle, oracle_for_canvases):
     assert after == TS and all(fill.reason for fill in result.fills)
 
 
+# --------------------------------------------------------------------------- Rust's //! module docs
+
+RUST_MODULE = """\
+// Copyright 2024 The Inventory Authors.
+// SPDX-License-Identifier: MIT
+
+#![allow(dead_code)]
+
+/// Counts the items.
+pub fn count(items: &[u32]) -> usize {
+    items.len()
+}
+"""
+
+
 def sites_of(text: str, language: Language) -> list[tuple[str, int]]:
     return [(site.name, site.line) for site in missing_docstrings(text, language=language)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (RUST_MODULE, [("module", 4)]),  # after the licence header, before the #![attributes]
+        ("use std::io;\n\npub fn f() {}\n", [("module", 1), ("function f", 3)]),
+        ("#!/usr/bin/env run-cargo-script\nfn main() {}\n", [("module", 2), ("function main", 2)]),
+        ("// attached to the use\nuse std::io;\n", [("module", 1)]),  # not a header: no blank line
+        ("//! Documented.\n\nuse std::io;\n", []),
+        ("// Licence.\n\n/*! Documented. */\nuse std::io;\n", []),
+        ('#![doc = include_str!("../README.md")]\nuse std::io;\n', []),
+        ("#![allow(unused)]\n//! Documented after an attribute.\nuse std::io;\n", []),
+        ("", []),
+        ("// only a comment\n", []),
+    ],
+)
+def test_a_rust_file_without_inner_docs_is_a_module_site_at_its_top(text, expected):
+    assert sites_of(text, RUST) == expected
+
+
+def test_the_module_site_at_a_cursor_outside_every_declaration():
+    text = RUST_MODULE.replace("/// Counts the items.\n", "")
+    [module, count] = missing_docstrings(text, language=RUST)
+    assert missing_docstring_at(text, text.index("allow"), RUST) == module
+    assert missing_docstring_at(text, text.index("items.len"), RUST) == count  # the innermost
+    assert missing_docstring_at(RUST_SOURCE, 2, RUST) is None  # has its //!
+
+
+def test_rust_module_docs_go_first_with_a_blank_line_after(make_oracle, oracle_for_canvases):
+    crlf = RUST_MODULE.replace("\n", "\r\n")
+    answers = ["Inventory helpers.\nCounts what is in stock."]
+    _, _, after = document_with(make_oracle, oracle_for_canvases, crlf, RUST, answers, crlf.encode())
+    expected = RUST_MODULE.replace(
+        "#![allow", "//! Inventory helpers.\n//! Counts what is in stock.\n\n#![allow"
+    )
+    assert after == expected.replace("\n", "\r\n")
+    assert not has_syntax_error(after, RUST) and missing_docstrings(after, language=RUST) == []
+    # the module's comment and the first item's at the same place: module first, then the item's
+    text = "pub fn area(r: f64) -> f64 {\n    r * r\n}\n"
+    answers = ["Geometry.", "The area of a square."]
+    _, _, after = document_with(make_oracle, oracle_for_canvases, text, RUST, answers)
+    assert after == "//! Geometry.\n\n/// The area of a square.\n" + text
+    assert not has_syntax_error(after, RUST) and missing_docstrings(after, language=RUST) == []
 
 
 # --------------------------------------------------------------------------- functions bound to a name
