@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from infill.docstring_sites import missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.errors import InputError, ModelError
-from infill.languages import PYTHON, known
+from infill.languages import known
 from infill.syntax import file_problems
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="change nothing: report the docstrings that would be added, exit 1 if any",
+        help="change nothing: report the docstrings and doc comments that would be added, exit 1 if any",
     )
     parser.add_argument(
         "--model", type=Path, default=None, help="model directory (default: the model shipped with infill)"
@@ -129,7 +129,7 @@ def document_file(path: Path, document: Document, backend: Backend, check: bool)
     """Write the documentation the model gives (or, with `check`, report it); whether the file
     changed (would change). The sites it could not document are reported either way."""
     done = document_to_fixed_point(backend.get(), document)
-    what = "docstring" if document.language is PYTHON else "documentation comment"
+    what = document.language.doc_noun
     for fill in done.unfilled:
         print(f"{path}:{fill.site.line}: {fill.site.name}: no {what} written ({fill.reason})")
     new_text = done.text

@@ -62,6 +62,12 @@ class Language:
     def has_grammar(self) -> bool:
         return self.grammar is not None
 
+    @property
+    def doc_noun(self) -> str:
+        """What its documentation is called in titles and messages: "docstring" (Python), else
+        "doc comment" (JSDoc, Javadoc, Doxygen, rustdoc, Go doc comments)."""
+        return "docstring" if self.docs == "docstring" else "doc comment"
+
 
 _C_FAMILY_BLOCKS = frozenset({"translation_unit", "compound_statement", "field_declaration_list"})
 
