@@ -81,6 +81,9 @@ def test_a_valid_file_has_no_problems_in_its_own_language_and_a_broken_one_has(n
         (None, "x.h", "", "c"),
         (None, "x.hpp", "", "cpp"),
         (None, "index.mjs", "", "javascript"),
+        (None, "esm.mts", "", "typescript"),
+        (None, "common.CTS", "", "typescript"),
+        (None, "vec.h++", "", "cpp"),
         (None, "tool", "#!/usr/bin/env python3", "python"),
         (None, "tool", "#!/usr/bin/env node", "javascript"),
         ("typescriptreact", "x.py", "", "tsx"),  # the languageId wins over the extension
