@@ -102,7 +102,10 @@ def module_is_documented(root: tree_sitter.Node, convention: Convention) -> bool
     for node in root.named_children:
         if "comment" not in node.type and node.type not in _FILE_HEADER:
             return False
-        if "".join(defs.node_text(node).split()).startswith(convention.documented_by):
+        text = defs.node_text(node)
+        if node.type == "inner_attribute_item":
+            text = "".join(text.split())  # #![ doc = "..." ]
+        if text.startswith(convention.documented_by):
             return True
     return False
 

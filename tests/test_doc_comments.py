@@ -220,6 +220,8 @@ def sites_of(text: str, language: Language) -> list[tuple[str, int]]:
         ("// Licence.\n\n/*! Documented. */\nuse std::io;\n", []),
         ('#![doc = include_str!("../README.md")]\nuse std::io;\n', []),
         ("#![allow(unused)]\n//! Documented after an attribute.\nuse std::io;\n", []),
+        ('#![ doc = "Documented." ]\nuse std::io;\n', []),
+        ("// ! a plain comment\n\nuse std::io;\n", [("module", 3)]),
         ("", []),
         ("// only a comment\n", []),
     ],
