@@ -282,8 +282,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         sites = missing_docstrings(document.text, within=spans or None, language=document.language)
         if not sites:
             where = "the selected code" if spans else "the file"
-            what = "a docstring" if document.language is PYTHON else "its documentation comment"
-            print(f"infill: every function and class in {where} has {what}", file=sys.stderr)
+            print(f"infill: every function and class in {where} has a {document.language.doc_noun}",
+                  file=sys.stderr)  # fmt: skip
             empty = DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
@@ -317,7 +317,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         report, summary = fix_report(document, result), f"{len(result.flagged)} token(s) flagged"
     elif args.document:
         result = run(backend, DocstringRequest(document, sites, options), hooks)
-        report, summary = docstring_report(document, result), f"{len(result.edits)} docstring(s)"
+        summary = f"{len(result.edits)} {document.language.doc_noun}(s)"
+        report = docstring_report(document, result)
     else:
         result = run(backend, FillRequest(document, spans, options), hooks)
         report, summary = json_report(document, result), f"{len(result.spans)} span(s)"

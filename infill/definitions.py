@@ -2,8 +2,10 @@
 
 What the ``--node`` selectors (infill.spans) and the documentation sites (infill.docstring_sites)
 look for, in any language of the table (infill.languages): a definition is a node of the row's
-``functions`` or ``classes`` kinds; its *outer* node takes in a wrapper (Python's decorators,
-JavaScript's ``export``, C++'s ``template``); its name is its ``name`` field, else what the
+``functions`` or ``classes`` kinds, or a declarator binding a name to a function (JavaScript's
+``const f = (a) => a``: the ``variable_declarator``); its *outer* node takes in a wrapper
+(Python's decorators, JavaScript's ``export`` and ``const``, C++'s ``template``) that holds it
+alone; its name is its ``name`` field, else what the
 grammar names it by (a Rust ``impl``'s type, a C function's declarator, a Go type's spec); its
 qualified name adds the definitions around it (and a Go method's receiver type, or a C++
 ``Class::`` qualifier). All ranges here are tree-sitter's byte offsets.
@@ -21,7 +23,7 @@ from infill.languages import Language, grammar
 
 def kind_of(node: tree_sitter.Node, language: Language) -> str | None:
     """"function" or "class" for a definition node of ``language``, else None."""
-    if node.type in language.functions:
+    if node.type in language.functions or bound_function(node, language) is not None:
         return "function"
     if node.type in language.classes and (node.type not in _NEED_A_BODY or body_node(node, language)):
         return "class"
@@ -30,6 +32,17 @@ def kind_of(node: tree_sitter.Node, language: Language) -> str | None:
 
 _NEED_A_BODY = frozenset({"struct_specifier", "union_specifier", "enum_specifier", "class_specifier"})
 """C/C++ kinds that are also mere type names (``struct point *p``): definitions only with a body."""
+
+
+def bound_function(node: tree_sitter.Node, language: Language) -> tree_sitter.Node | None:
+    """The function a declarator binds a name to (``const f = async (a) => a``: the arrow
+    function), or None if ``node`` is no such declarator."""
+    if node.type not in language.declarators:
+        return None
+    value, name = node.child_by_field_name("value"), node.child_by_field_name("name")
+    if value is None or name is None or name.type != "identifier":
+        return None
+    return value if value.type in language.function_values else None
 
 
 def definitions(root: tree_sitter.Node, language: Language) -> list[tree_sitter.Node]:
@@ -41,24 +54,26 @@ def definitions(root: tree_sitter.Node, language: Language) -> list[tree_sitter.
 
 @functools.cache
 def _definition_query(language: Language) -> tree_sitter.Query:
-    kinds = " ".join(f"({kind})" for kind in sorted(language.functions | language.classes))
+    wanted = language.functions | language.classes | language.declarators
+    kinds = " ".join(f"({kind})" for kind in sorted(wanted))
     return tree_sitter.Query(grammar(language), f"[{kinds}] @definition")
 
 
 def outer(node: tree_sitter.Node, language: Language) -> tree_sitter.Node:
     """The wrapper around a definition (decorators, ``export``, ``template``), else the node."""
-    parent = node.parent
-    while parent is not None and parent.type in language.wrappers and inner(parent, language) == node:
+    definition, parent = node, node.parent
+    while parent is not None and parent.type in language.wrappers and inner(parent, language) == definition:
         node, parent = parent, parent.parent
     return node
 
 
 def inner(node: tree_sitter.Node, language: Language) -> tree_sitter.Node:
-    """The definition inside a wrapper (unwrapped all the way); any other node as it is."""
+    """The definition inside a wrapper (unwrapped all the way); any other node as it is. A wrapper
+    holding several nodes of the definition's kind (``const f = () => 1, g = 2;``) wraps none."""
     while node.type in language.wrappers:
         found = next((child for child in node.named_children
                       if kind_of(child, language) or child.type in language.wrappers), None)  # fmt: skip
-        if found is None:
+        if found is None or sum(child.type == found.type for child in node.named_children) > 1:
             return node
         node = found
     return node
@@ -118,9 +133,9 @@ def describe(node: tree_sitter.Node, language: Language) -> str:
 
 
 def body_node(definition: tree_sitter.Node, language: Language) -> tree_sitter.Node | None:
-    """A definition's body: its ``body`` field, else the first block below it (a Go struct's
-    field list)."""
-    body = definition.child_by_field_name("body")
+    """A definition's body: its ``body`` field (a bound function's: the function's), else the
+    first block below it (a Go struct's field list)."""
+    body = (bound_function(definition, language) or definition).child_by_field_name("body")
     if body is not None:
         return body
     pending = list(definition.named_children)

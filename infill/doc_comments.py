@@ -11,9 +11,16 @@ own at the declaration's indentation (tabs stay tabs):
     go       Go                       // Distance returns ...              (each line ``//``; the first
                                       starts with the declaration's name; exported declarations only)
 
+A file documents itself too where its row has a ``module_docs`` convention: Rust's ``//!``
+(rustdoc-inner). The inner doc comment goes first in the file, as the Rust reference requires
+(before any item) and as std and rustfmt'd crates write it (before the ``#![attributes]`` too):
+after a ``#!`` line and a header comment (a licence: comments a blank line separates from what
+follows), followed by a blank line.
+
 A declaration *has* its documentation when a comment of the convention ends on the line just
 above it (a blank line detaches it); Go counts any comment there, Rust looks above its
-``#[attributes]``. On the canvas the model fills the text between the comment's opening (``/** ``,
+``#[attributes]``. A Rust file has its own when a ``//!``, ``/*!`` or ``#![doc ...]`` comes before
+its first item. On the canvas the model fills the text between the comment's opening (``/** ``,
 ``/// ``, ``// Name ``) and its closing (`` */``); :func:`render` then lays the text out as the
 convention wants, or gives None when no usable text is left (the model's own comment closer
 ends the text).
@@ -48,6 +55,7 @@ CONVENTIONS = {
     "javadoc": Convention(documented_by=("/**",), **_BLOCK),
     "doxygen": Convention(documented_by=("/**", "/*!", "///", "//!"), **_BLOCK),
     "rustdoc": Convention("/// ", "", "/// ", ("///", "/**"), block=False),
+    "rustdoc-inner": Convention("//! ", "", "//! ", ("//!", "/*!", "#![doc"), block=False),
     "go": Convention("// {name} ", "", "// ", ("//", "/*"), block=False, exported_only=True),
 }
 
@@ -55,6 +63,51 @@ CONVENTIONS = {
 def convention_of(language: Language) -> Convention | None:
     """The language's comment convention; None for Python (docstrings) and plain text."""
     return CONVENTIONS.get(language.docs or "")
+
+
+def module_convention_of(language: Language) -> Convention | None:
+    """The convention of a file's own documentation (Rust's ``//!``); None where there is none."""
+    return CONVENTIONS.get(language.module_docs or "")
+
+
+_FILE_HEADER = frozenset({"shebang", "inner_attribute_item"})
+"""What may come before a Rust file's first item besides comments: a ``#!`` line, ``#![...]``."""
+
+
+def module_top(root: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The node a file's own documentation goes above: the first one after its ``#!`` line and
+    its header comments (blocks of plain comments a blank line separates from what follows); a
+    comment attached to what follows stays with it. None if the file has nothing else."""
+    nodes = [node for node in root.named_children if node.type != "shebang"]
+    first = 0
+    while first < len(nodes) and _is_plain_comment(nodes[first]):
+        last = first
+        while last + 1 < len(nodes) and _is_plain_comment(nodes[last + 1]):
+            if not _just_above(nodes[last], nodes[last + 1]):
+                break
+            last += 1
+        if last + 1 < len(nodes) and _just_above(nodes[last], nodes[last + 1]):
+            return nodes[first]  # no blank line: the comments belong to what follows
+        first = last + 1
+    return nodes[first] if first < len(nodes) else None
+
+
+def _is_plain_comment(node: tree_sitter.Node) -> bool:
+    return "comment" in node.type and not defs.node_text(node).startswith(("///", "//!", "/**", "/*!"))
+
+
+def module_is_documented(root: tree_sitter.Node, convention: Convention) -> bool:
+    """Whether the file has its own documentation before its first item (``//!``, ``/*!``,
+    ``#![doc = ...]``)."""
+    for node in root.named_children:
+        if "comment" not in node.type and node.type not in _FILE_HEADER:
+            return False
+        text = defs.node_text(node)
+        if node.type == "inner_attribute_item":
+            text = "".join(text.split())  # #![ doc = "..." ]
+        if text.startswith(convention.documented_by):
+            return True
+    return False
 
 
 def anchor(node: tree_sitter.Node, language: Language) -> tree_sitter.Node:
@@ -100,9 +153,24 @@ def is_documented(node: tree_sitter.Node, convention: Convention) -> bool:
     return text.startswith(convention.documented_by)
 
 
-def wants_documentation(node: tree_sitter.Node, convention: Convention) -> bool:
-    """Whether the convention documents this definition (Go: exported names only)."""
-    return not convention.exported_only or defs.name_of(node)[:1].isupper()
+def wants_documentation(node: tree_sitter.Node, convention: Convention, language: Language) -> bool:
+    """Whether the convention documents this definition: Go's exported names only; a function
+    bound to a name (``export const f = (a) => ...``) where its declaration holds it alone and
+    is not inside a function (a ``const`` helper in a function body is a local variable)."""
+    if convention.exported_only and not defs.name_of(node)[:1].isupper():
+        return False
+    if defs.bound_function(node, language) is not None:
+        top = defs.outer(node, language)
+        return top != node and not _inside_a_function(top, language)
+    return True
+
+
+def _inside_a_function(node: tree_sitter.Node, language: Language) -> bool:
+    functions = language.functions | language.function_values
+    parent = node.parent
+    while parent is not None and parent.type not in functions:
+        parent = parent.parent
+    return parent is not None
 
 
 def opener(convention: Convention, name: str) -> str:
@@ -136,7 +204,7 @@ def render(convention: Convention, written: str, indent: str, name: str) -> str 
 
 def _without_prefix(line: str, convention: Convention) -> str:
     """A line without the comment marks the model may have written itself (" * ", "/// ")."""
-    for mark in ("///", "//", "/**", "*"):
+    for mark in ("///", "//!", "//", "/**", "*"):
         if line.startswith(mark) and (convention.block or mark != "*"):
             return line[len(mark) :].strip()
     return line

@@ -8,8 +8,9 @@ The indentation is the body's own (tabs stay tabs).
 Other languages: a declaration without a documentation comment of its language's convention
 (infill.doc_comments: JSDoc, Javadoc, Doxygen, rustdoc, Go doc comments) gets a site at the start
 of its line (above its Rust attributes): the comment goes on lines of its own, at the
-declaration's indentation. Finding sites needs no torch: the language server lists them for
-every code action request.
+declaration's indentation. A Rust file without its own ``//!`` documentation gets a "module" site
+first, at the top (infill.doc_comments.module_top), with a blank line after the comment. Finding
+sites needs no torch: the language server lists them for every code action request.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class DocstringSite:
     opener: str = '"""'  # what the model's text follows on the canvas...
     closer: str = '"""'  # ...and what follows it
     own_name: str = ""  # the declaration's own name (a Go comment starts with it)
+    module: bool = False  # the file's own documentation (Rust's //!): a blank line follows it
 
     @property
     def is_comment(self) -> bool:
@@ -59,7 +61,7 @@ class DocstringSite:
         """What goes after it: nothing, or for a one-line definition the body's new line start (a
         comment: the line break before the declaration)."""
         if self.is_comment:
-            return newline
+            return newline * (2 if self.module else 1)
         return newline + self.indent if self.one_line else ""
 
 
@@ -115,13 +117,34 @@ def _missing_comments(text: str, language: Language) -> tuple[tuple[DocstringSit
     if convention is None:
         return ()
     data, root = parse_tree(text, language)
-    found = []
+    module = _module_site(text, data, root, language)
+    found = [] if module is None else [(module, (0, _line_end(text, module.start)))]
     for node in defs.definitions(root, language):
         site = _comment_site(text, data, node, language, convention)
         if site is not None:
-            header_end = text.find("\n", site.start)
-            found.append((site, (site.start, len(text) if header_end == -1 else header_end)))
+            found.append((site, (site.start, _line_end(text, site.start))))
     return tuple(found)
+
+
+def _line_end(text: str, offset: int) -> int:
+    end = text.find("\n", offset)
+    return len(text) if end == -1 else end
+
+
+def _module_site(text: str, data: bytes, root: tree_sitter.Node, language: Language) -> DocstringSite | None:
+    """The site of a file's own documentation (Rust's ``//!``) if its row has one and it lacks
+    it: at the start of the line of :func:`infill.doc_comments.module_top`."""
+    convention = doc_comments.module_convention_of(language)
+    if convention is None or doc_comments.module_is_documented(root, convention):
+        return None
+    top = doc_comments.module_top(root)
+    if top is None or top.is_error:
+        return None
+    start = _char_offset(data, top.start_byte)
+    line_start = text.rfind("\n", 0, start) + 1
+    return DocstringSite("module", top.start_point.row + 1, line_start, line_start, text[line_start:start],
+                         False, language.module_docs or "", convention.opener, convention.closer,
+                         module=True)  # fmt: skip
 
 
 def _comment_site(
@@ -132,7 +155,7 @@ def _comment_site(
     anchor = doc_comments.anchor(node, language)
     if node.has_error or doc_comments.is_documented(anchor, convention):
         return None
-    if not doc_comments.wants_documentation(node, convention):
+    if not doc_comments.wants_documentation(node, convention, language):
         return None
     first = doc_comments.first_line_above(anchor)
     start = _char_offset(data, first.start_byte)
@@ -157,9 +180,13 @@ def _comment_site_at(text: str, offset: int, language: Language) -> DocstringSit
     def top(node: tree_sitter.Node) -> int:
         return doc_comments.first_line_above(doc_comments.anchor(node, language)).start_byte
 
-    around = [node for node in defs.definitions(root, language) if top(node) <= target <= node.end_byte]
-    if not around:
-        return None
+    around = [
+        node for node in defs.definitions(root, language)
+        if top(node) <= target <= node.end_byte
+        and doc_comments.wants_documentation(node, convention, language)
+    ]  # fmt: skip
+    if not around:  # in no declaration: in the file (Rust's module)
+        return _module_site(text, data, root, language)
     innermost = max(around, key=lambda node: node.start_byte)
     return _comment_site(text, data, innermost, language, convention)
 

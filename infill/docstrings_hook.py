@@ -10,8 +10,10 @@ Doxygen, rustdoc, Go doc comments: infill.doc_comments). Like a formatter, the f
 in place (atomic writes; BOM, line endings and tabs kept), the commit fails once, and you review
 and stage the documentation. Nothing is inserted that would make a file stop parsing. A file that
 cannot be read (binary, not UTF-8), that does not parse, or whose language infill has no grammar
-for is left untouched, with a message. The model is loaded once per call (and not at all when no
-file lacks documentation).
+for is left untouched, with a message. A file without an extension is a script whose language
+its ``#!`` line names; when it names none the file is skipped (a note, not an error: pre-commit
+passes such files, see :func:`pre_commit_files`). The model is loaded once per call (and not at
+all when no file lacks documentation).
 
 One run reaches a fixed point: after inserting what the model wrote, the file is documented again
 with what is still missing (each site then sees the others' documentation, as the next run
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING
 from infill.docstring_sites import missing_docstrings
 from infill.document import Document, load_document, write_atomic
 from infill.errors import InputError, ModelError
-from infill.languages import PYTHON, known
+from infill.languages import LANGUAGES, known
 from infill.syntax import file_problems
 
 if TYPE_CHECKING:
@@ -57,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="change nothing: report the docstrings that would be added, exit 1 if any",
+        help="change nothing: report the docstrings and doc comments that would be added, exit 1 if any",
     )
     parser.add_argument(
         "--model", type=Path, default=None, help="model directory (default: the model shipped with infill)"
@@ -81,13 +84,27 @@ class Backend:
         return self._loaded
 
 
-def readable(path: Path) -> Document | str:
-    """The file's document (in the language its extension tells), or why it is left untouched."""
+def pre_commit_files() -> str:
+    """The ``files`` pattern of the hook's pre-commit declaration (.pre-commit-hooks.yaml, with
+    ``types: [text]``): the extensions of the languages of infill.languages, in any case, and
+    names without an extension (scripts: their ``#!`` line may name a language). pre-commit's
+    ``types`` match identify's tags, and identify has none for .mts, .cts and .h++; a ``files``
+    pattern and ``types`` must both match, so the languages are chosen by name here."""
+    extensions = sorted({extension[1:] for language in LANGUAGES for extension in language.extensions})
+    return r"(?i)(^|/)[^/.]+$|\.(" + "|".join(re.escape(extension) for extension in extensions) + r")$"
+
+
+def readable(path: Path) -> Document | str | None:
+    """The file's document (in the language its extension tells), why it is left untouched, or
+    None for a file without an extension whose ``#!`` line names no language (not a source file
+    of a language infill knows: skipped)."""
     try:
         document = load_document(path)
     except InputError as error:
         return f"{error}; left untouched"
     language = document.language
+    if not language.has_grammar and not path.suffix:
+        return None
     if not language.has_grammar:
         return f"{path}: no grammar for this file's language ({known()}); left untouched"
     problems = file_problems(document.text, language)
@@ -129,7 +146,7 @@ def document_file(path: Path, document: Document, backend: Backend, check: bool)
     """Write the documentation the model gives (or, with `check`, report it); whether the file
     changed (would change). The sites it could not document are reported either way."""
     done = document_to_fixed_point(backend.get(), document)
-    what = "docstring" if document.language is PYTHON else "documentation comment"
+    what = document.language.doc_noun
     for fill in done.unfilled:
         print(f"{path}:{fill.site.line}: {fill.site.name}: no {what} written ({fill.reason})")
     new_text = done.text
@@ -150,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
     changed, failed = [], []
     for path in args.files:
         document = readable(path)
+        if document is None:
+            print(f"infill-docstrings: {path}: no extension, and no #! line naming a language; skipped",
+                  file=sys.stderr)  # fmt: skip
+            continue
         if isinstance(document, str):
             print(f"infill-docstrings: {document}", file=sys.stderr)
             failed.append(path)

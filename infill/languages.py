@@ -6,8 +6,10 @@ and LSP languageIds name it, which syntax nodes the ``--node`` selectors mean th
 syntax and its documentation convention (infill.doc_comments). Adding a language is one row here
 and its grammar's pin.
 
-    function:NAME   a node of ``functions`` (methods too), wrapped by a ``wrappers`` node if any
-                    (Python's decorators, JavaScript's ``export``, C++'s ``template``)
+    function:NAME   a node of ``functions`` (methods too), or a ``declarators`` node binding a name
+                    to one of ``function_values`` (JavaScript's ``const f = (a) => a``), wrapped by
+                    a ``wrappers`` node if any (Python's decorators, JavaScript's ``export`` and
+                    ``const``, C++'s ``template``)
     class:NAME      a node of ``classes`` (classes, interfaces, structs, impl blocks, ...)
     body:NAME       the body of either: Python's indented block, or what is between the braces
     statement:LINE  a named node (not a comment) directly inside a ``blocks`` node
@@ -48,14 +50,23 @@ class Language:
     language_ids: tuple[str, ...] = ()  # LSP languageIds (VS Code's, Neovim's filetypes)
     functions: frozenset[str] = frozenset()
     classes: frozenset[str] = frozenset()
+    declarators: frozenset[str] = frozenset()  # bind a name to a value (``f = (a) => a``)...
+    function_values: frozenset[str] = frozenset()  # ...that is a function when it is one of these
     wrappers: frozenset[str] = frozenset()
     blocks: frozenset[str] = frozenset()
     line_comment: str | None = None  # "//", "#"
     docs: str | None = None  # the documentation convention: a key of infill.doc_comments.CONVENTIONS
+    module_docs: str | None = None  # a file's own documentation (Rust's //!): a key of the same
 
     @property
     def has_grammar(self) -> bool:
         return self.grammar is not None
+
+    @property
+    def doc_noun(self) -> str:
+        """What its documentation is called in titles and messages: "docstring" (Python), else
+        "doc comment" (JSDoc, Javadoc, Doxygen, rustdoc, Go doc comments)."""
+        return "docstring" if self.docs == "docstring" else "doc comment"
 
 
 _C_FAMILY_BLOCKS = frozenset({"translation_unit", "compound_statement", "field_declaration_list"})
@@ -74,7 +85,9 @@ JAVASCRIPT = Language(
     (".js", ".mjs", ".cjs", ".jsx"), ("javascript", "javascriptreact", "jsx"),
     functions=frozenset({"function_declaration", "generator_function_declaration", "method_definition"}),
     classes=frozenset({"class_declaration"}),
-    wrappers=frozenset({"export_statement"}),
+    declarators=frozenset({"variable_declarator"}),
+    function_values=frozenset({"arrow_function", "function_expression", "generator_function"}),
+    wrappers=frozenset({"export_statement", "lexical_declaration", "variable_declaration"}),
     blocks=frozenset({"program", "statement_block", "class_body", "switch_body"}),
     line_comment="//", docs="jsdoc",
 )  # fmt: skip
@@ -87,13 +100,15 @@ _TS_BLOCKS = JAVASCRIPT.blocks | {"interface_body", "enum_body"}
 TYPESCRIPT = Language(
     "typescript", "TypeScript", ("tree_sitter_typescript", "language_typescript"),
     (".ts", ".mts", ".cts"), ("typescript",),
-    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
+    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, declarators=JAVASCRIPT.declarators,
+    function_values=JAVASCRIPT.function_values, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
     line_comment="//", docs="jsdoc",
 )  # fmt: skip
 
 TSX = Language(
     "tsx", "TSX", ("tree_sitter_typescript", "language_tsx"), (".tsx",), ("typescriptreact", "tsx"),
-    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
+    functions=_TS_FUNCTIONS, classes=_TS_CLASSES, declarators=JAVASCRIPT.declarators,
+    function_values=JAVASCRIPT.function_values, wrappers=JAVASCRIPT.wrappers, blocks=_TS_BLOCKS,
     line_comment="//", docs="jsdoc",
 )  # fmt: skip
 
@@ -111,7 +126,7 @@ RUST = Language(
     classes=frozenset({"struct_item", "enum_item", "union_item", "impl_item", "trait_item"}),
     blocks=frozenset({"source_file", "block", "declaration_list", "field_declaration_list",
                       "enum_variant_list"}),
-    line_comment="//", docs="rustdoc",
+    line_comment="//", docs="rustdoc", module_docs="rustdoc-inner",
 )  # fmt: skip
 
 JAVA = Language(

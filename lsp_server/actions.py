@@ -210,7 +210,9 @@ def code_actions(
     - "fix selection", or "fix <statement>" for the smallest statement around the cursor;
     - "fill selection (N alternatives)" for a selection, when ``alternatives`` is at least 2;
     - "add docstring to <definition>" when the innermost definition around the start lacks one;
-    - "add missing docstrings in file (N)" when some definition lacks one.
+    - "add missing docstrings in file (N)" when some definition lacks one;
+
+    ("doc comment" for "docstring" in languages other than Python: Language.doc_noun).
 
     Nodes, fixes of statements and documentation are those of ``language`` (none in plain text).
 
@@ -244,12 +246,13 @@ def code_actions(
         site = missing_docstring_at(text, start, language)
         if site is not None:
             data = ActionData(uri, version, DEFINITION, site.start, site.end, DOCUMENT)
-            actions.append(_action(f"Infill: add docstring to {site.name}", DOCSTRING_KIND, data))
+            title = f"Infill: add {language.doc_noun} to {site.name}"
+            actions.append(_action(title, DOCSTRING_KIND, data))
     if kind_allowed(FILE_DOCSTRINGS_KIND, only):
         sites = missing_docstrings(text, language=language)
         if sites:
             data = ActionData(uri, version, FILE, 0, len(text), DOCUMENT)
-            title = f"Infill: add missing docstrings in file ({len(sites)})"
+            title = f"Infill: add missing {language.doc_noun}s in file ({len(sites)})"
             actions.append(_action(title, FILE_DOCSTRINGS_KIND, data))
     return actions
 
@@ -385,24 +388,25 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
     from infill.modes.docstrings import DocstringRequest
     from infill.pipeline import Hooks, run
 
+    noun = document.language.doc_noun
     if data.kind == FILE:
         # The sites inside the action's span (all of them: a listed file action spans the whole
         # text); data from a client that changed the span must not get edits outside it.
         found = missing_docstrings(document.text, language=document.language)
         sites = [s for s in found if data.start <= s.start and s.end <= data.end]
         if not sites:
-            return Outcome([], "no docstring to add", "every function and class has a docstring")
+            return Outcome([], f"no {noun} to add", f"every function and class has a {noun}")
     else:
         found = missing_docstrings(document.text, language=document.language)
         sites = [s for s in found if (s.start, s.end) == (data.start, data.end)]
         if not sites:
-            raise InputError(f"no definition without a docstring at characters {data.start}-{data.end}")
+            raise InputError(f"no definition without a {noun} at characters {data.start}-{data.end}")
     result = run(denoiser, DocstringRequest(document, sites, options), Hooks(on_step, cancelled, on_site))
     written = [fill for fill in result.fills if fill.edit is not None]
     names = ", ".join(fill.site.name for fill in written) or "none"
-    summary = f"{len(written)} of {len(sites)} docstring(s) written ({names}), {_steps(result.stats)}"
+    summary = f"{len(written)} of {len(sites)} {noun}(s) written ({names}), {_steps(result.stats)}"
     reasons = sorted({fill.reason for fill in result.fills if fill.reason})
-    return Outcome(result.edits, summary, None if written else "; ".join(reasons) or "no docstring written")
+    return Outcome(result.edits, summary, None if written else "; ".join(reasons) or f"no {noun} written")
 
 
 def resolve(

@@ -12,7 +12,7 @@ from infill.docstring_sites import missing_docstring_at, missing_docstrings
 from infill.docstrings_hook import document_to_fixed_point
 from infill.document import document_from_bytes
 from infill.edits import apply_edits
-from infill.languages import GO, JAVA, RUST, TYPESCRIPT, C, Language, named
+from infill.languages import GO, JAVA, JAVASCRIPT, RUST, TSX, TYPESCRIPT, C, Language, named
 from infill.modes.docstrings import DOCSTRING_BUDGET, add_docstrings, insertion_layout
 from infill.options import InfillOptions
 from infill.syntax import has_syntax_error
@@ -188,6 +188,120 @@ def test_no_text_means_no_edit_and_a_reason(make_oracle, oracle_for_canvases):
     answers = ["", " */ tail", "\n\n"]
     _, result, after = document_with(make_oracle, oracle_for_canvases, TS, TYPESCRIPT, answers)
     assert after == TS and all(fill.reason for fill in result.fills)
+
+
+# --------------------------------------------------------------------------- Rust's //! module docs
+
+RUST_MODULE = """\
+// Copyright 2024 The Inventory Authors.
+// SPDX-License-Identifier: MIT
+
+#![allow(dead_code)]
+
+/// Counts the items.
+pub fn count(items: &[u32]) -> usize {
+    items.len()
+}
+"""
+
+
+def sites_of(text: str, language: Language) -> list[tuple[str, int]]:
+    return [(site.name, site.line) for site in missing_docstrings(text, language=language)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (RUST_MODULE, [("module", 4)]),  # after the licence header, before the #![attributes]
+        ("use std::io;\n\npub fn f() {}\n", [("module", 1), ("function f", 3)]),
+        ("#!/usr/bin/env run-cargo-script\nfn main() {}\n", [("module", 2), ("function main", 2)]),
+        ("// attached to the use\nuse std::io;\n", [("module", 1)]),  # not a header: no blank line
+        ("//! Documented.\n\nuse std::io;\n", []),
+        ("// Licence.\n\n/*! Documented. */\nuse std::io;\n", []),
+        ('#![doc = include_str!("../README.md")]\nuse std::io;\n', []),
+        ("#![allow(unused)]\n//! Documented after an attribute.\nuse std::io;\n", []),
+        ('#![ doc = "Documented." ]\nuse std::io;\n', []),
+        ("// ! a plain comment\n\nuse std::io;\n", [("module", 3)]),
+        ("", []),
+        ("// only a comment\n", []),
+    ],
+)
+def test_a_rust_file_without_inner_docs_is_a_module_site_at_its_top(text, expected):
+    assert sites_of(text, RUST) == expected
+
+
+def test_the_module_site_at_a_cursor_outside_every_declaration():
+    text = RUST_MODULE.replace("/// Counts the items.\n", "")
+    [module, count] = missing_docstrings(text, language=RUST)
+    assert missing_docstring_at(text, text.index("allow"), RUST) == module
+    assert missing_docstring_at(text, text.index("items.len"), RUST) == count  # the innermost
+    assert missing_docstring_at(RUST_SOURCE, 2, RUST) is None  # has its //!
+
+
+def test_rust_module_docs_go_first_with_a_blank_line_after(make_oracle, oracle_for_canvases):
+    crlf = RUST_MODULE.replace("\n", "\r\n")
+    answers = ["Inventory helpers.\nCounts what is in stock."]
+    _, _, after = document_with(make_oracle, oracle_for_canvases, crlf, RUST, answers, crlf.encode())
+    expected = RUST_MODULE.replace(
+        "#![allow", "//! Inventory helpers.\n//! Counts what is in stock.\n\n#![allow"
+    )
+    assert after == expected.replace("\n", "\r\n")
+    assert not has_syntax_error(after, RUST) and missing_docstrings(after, language=RUST) == []
+    # the module's comment and the first item's at the same place: module first, then the item's
+    text = "pub fn area(r: f64) -> f64 {\n    r * r\n}\n"
+    answers = ["Geometry.", "The area of a square."]
+    _, _, after = document_with(make_oracle, oracle_for_canvases, text, RUST, answers)
+    assert after == "//! Geometry.\n\n/// The area of a square.\n" + text
+    assert not has_syntax_error(after, RUST) and missing_docstrings(after, language=RUST) == []
+
+
+# --------------------------------------------------------------------------- functions bound to a name
+
+BOUND_TS = """\
+/** Documented. */
+export const documented = (): void => {};
+
+export const load = async function (path: string): Promise<string> {
+  const read = (p: string) => p;
+  return read(path);
+};
+
+const twice = (x: number): number => x * 2;
+
+let first = (x: number) => x, second = (x: number) => x;
+
+namespace Shapes {
+  export const area = (r: number): number => r * r;
+}
+"""
+
+
+def test_functions_bound_to_a_name_are_jsdoc_sites_above_their_statement():
+    sites = missing_docstrings(BOUND_TS, language=TYPESCRIPT)
+    # not the local helper `read`, nor the two functions of one `let`
+    assert [site.name for site in sites] == ["function load", "function twice", "function area"]
+    load, twice, area = sites
+    assert load.start == BOUND_TS.index("export const load") and load.indent == ""
+    assert twice.start == BOUND_TS.index("const twice")
+    assert area.start == BOUND_TS.index("  export const area") and area.indent == "  "
+    assert missing_docstring_at(BOUND_TS, BOUND_TS.index("read(path)"), TYPESCRIPT) == load
+    assert missing_docstring_at(BOUND_TS, BOUND_TS.index("{};"), TYPESCRIPT) is None  # documented
+    for language in (JAVASCRIPT, TSX):
+        text = "export const f = (a) => a;\nvar g = function* () {};\n"
+        assert sites_of(text, language) == [("function f", 1), ("function g", 2)]
+
+
+def test_jsdoc_above_bound_functions_exact_text(make_oracle, oracle_for_canvases):
+    answers = ["Reads the file at path.", "Doubles x.", "The area of a circle of radius r,\nroughly."]
+    _, result, after = document_with(make_oracle, oracle_for_canvases, BOUND_TS, TYPESCRIPT, answers)
+    assert after == BOUND_TS.replace(
+        "export const load", "/** Reads the file at path. */\nexport const load"
+    ).replace("const twice", "/** Doubles x. */\nconst twice").replace(
+        "  export const area",
+        "  /**\n   * The area of a circle of radius r,\n   * roughly.\n   */\n  export const area",
+    )
+    assert not has_syntax_error(after, TYPESCRIPT) and len(result.edits) == 3
+    assert missing_docstrings(after, language=TYPESCRIPT) == []
 
 
 # --------------------------------------------------------------------------- the hook's fixed point

@@ -11,7 +11,19 @@ from plans import plan_canvases
 
 from infill.document import Document, document_from_bytes
 from infill.errors import InputError
-from infill.languages import LANGUAGES, PYTHON, TEXT, TYPESCRIPT, Language, by_path, detect, grammar, named
+from infill.languages import (
+    JAVASCRIPT,
+    LANGUAGES,
+    PYTHON,
+    TEXT,
+    TSX,
+    TYPESCRIPT,
+    Language,
+    by_path,
+    detect,
+    grammar,
+    named,
+)
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
 from infill.spans import line_span, node_at_offset, node_span
@@ -43,7 +55,8 @@ def test_the_table_has_each_language_once_and_python_first():
 def test_each_pinned_grammar_loads_and_knows_the_row_s_node_kinds(language: Language):
     table = grammar(language)
     assert 13 <= table.abi_version <= 15
-    for kind in language.functions | language.classes | language.wrappers | language.blocks:
+    kinds = language.functions | language.classes | language.wrappers | language.blocks
+    for kind in kinds | language.declarators | language.function_values:
         assert table.id_for_node_kind(kind, True), f"{language.name}: the grammar has no {kind!r} nodes"
 
 
@@ -68,6 +81,9 @@ def test_a_valid_file_has_no_problems_in_its_own_language_and_a_broken_one_has(n
         (None, "x.h", "", "c"),
         (None, "x.hpp", "", "cpp"),
         (None, "index.mjs", "", "javascript"),
+        (None, "esm.mts", "", "typescript"),
+        (None, "common.CTS", "", "typescript"),
+        (None, "vec.h++", "", "cpp"),
         (None, "tool", "#!/usr/bin/env python3", "python"),
         (None, "tool", "#!/usr/bin/env node", "javascript"),
         ("typescriptreact", "x.py", "", "tsx"),  # the languageId wins over the extension
@@ -132,6 +148,55 @@ def test_the_node_at_the_cursor_is_the_one_the_selector_names(name):
         inside = source.index(expected) + len(expected) // 2
         found = node_at_offset(source, inside, kind, language)
         assert found is not None and source[found.start : found.end] in (expected, found.label and expected)
+
+
+BOUND_JS = """\
+export const load = async function (path) {
+  const text = await read(path);
+  return text.trim();
+};
+
+const twice = (x) => x * 2;
+
+let first = (x) => x, second = function* () {};
+
+function outer() {
+  const helper = () => {
+    return 1;
+  };
+  return helper();
+}
+"""
+
+
+@pytest.mark.parametrize("language", [JAVASCRIPT, TYPESCRIPT, TSX], ids=lambda language: language.name)
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("function:load", BOUND_JS[: BOUND_JS.index("\n\nconst twice")]),  # export and const included
+        ("body:load", "  const text = await read(path);\n  return text.trim();"),
+        ("function:twice", "const twice = (x) => x * 2;"),
+        ("body:twice", "x * 2"),  # an expression body
+        ("function:first", "first = (x) => x"),  # one of several in a `let`: the declarator alone
+        ("function:second", "second = function* () {}"),
+        ("function:outer.helper", "  const helper = () => {\n    return 1;\n  };"),
+        ("body:helper", "    return 1;"),
+        ("statement:6", "const twice = (x) => x * 2;"),
+    ],
+)
+def test_functions_bound_to_a_name_are_function_nodes(language, selector, expected):
+    span = node_span(BOUND_JS, selector, language)
+    assert BOUND_JS[span.start : span.end] == expected
+
+
+def test_the_function_at_the_cursor_in_a_bound_function():
+    found = node_at_offset(BOUND_JS, BOUND_JS.index("trim"), "function", JAVASCRIPT)
+    assert found is not None and found.label == "function load"
+    assert BOUND_JS[found.start : found.end] == BOUND_JS[: BOUND_JS.index("\n\nconst twice")]
+    found = node_at_offset(BOUND_JS, BOUND_JS.index("return 1"), "function", JAVASCRIPT)
+    assert found is not None and found.label == "function outer.helper"
+    with pytest.raises(InputError, match="no function named 'count'"):
+        node_span("const count = 3;\n", "function:count", JAVASCRIPT)  # a value, not a function
 
 
 def test_bad_node_selectors_in_other_languages_say_what_exists():

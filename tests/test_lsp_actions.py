@@ -322,3 +322,27 @@ def test_a_text_with_a_lone_surrogate_is_refused_with_a_clear_message():
     with pytest.raises(InputError, match=r"lone surrogate U\+D83D on line 2 .*no UTF-8 file can hold"):
         text_document("x = 1\ny = '\ud83d'\n")
     assert text_document("y = '🐍'\n").text == "y = '🐍'\n"  # a pair is fine
+
+
+def test_documentation_actions_say_docstring_in_python_and_doc_comment_elsewhere():
+    from infill.languages import RUST, TYPESCRIPT
+    from lsp_server.actions import DOCSTRING_KIND, FILE_DOCSTRINGS_KIND, run_action
+
+    only = [DOCSTRING_KIND, FILE_DOCSTRINGS_KIND]
+    cursor = offset_of("total / len")
+    python = [a.title for a in code_actions(URI, 1, SOURCE, cursor, cursor, only)]
+    assert python == ["Infill: add docstring to function mean", "Infill: add missing docstrings in file (1)"]
+    ts = "export function plain(x: number): number {\n  return x;\n}\n"
+    titles = [a.title for a in code_actions(URI, 1, ts, 30, 30, only, language=TYPESCRIPT)]
+    assert titles == [
+        "Infill: add doc comment to function plain",
+        "Infill: add missing doc comments in file (1)",
+    ]
+    rust = "use std::io;\n\n/// Reads.\npub fn read() {}\n"
+    [module] = code_actions(URI, 1, rust, 2, 2, [DOCSTRING_KIND], language=RUST)
+    assert module.title == "Infill: add doc comment to module"
+
+    [action] = code_actions(URI, 1, ts, 30, 30, [DOCSTRING_KIND], language=TYPESCRIPT)
+    outcome = run_action(ConstantDenoiser(), ts, ActionData.from_json(action.data), language=TYPESCRIPT)
+    assert outcome.summary.startswith("1 of 1 doc comment(s) written (function plain)")
+    assert apply_edits(ts, outcome.edits).startswith("/** x")

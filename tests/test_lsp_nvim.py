@@ -284,6 +284,24 @@ def test_infill_doc_adds_a_docstring_to_the_definition_at_the_cursor(nvim, tmp_p
     ast.parse(written)
 
 
+def test_infill_doc_in_a_typescript_buffer_adds_a_doc_comment(nvim, tmp_path, tiny_model):
+    """The action says "doc comment" outside Python, and the JSDoc goes above the declaration."""
+    from language_samples import TYPESCRIPT
+
+    from infill.languages import TYPESCRIPT as LANGUAGE
+    from infill.syntax import has_syntax_error
+
+    lines = TYPESCRIPT.split("\n")[:-1]
+    row = lines.index("  let sum = 0;") + 1  # 1-based: inside function total
+    ts = {"file_name": "shapes.ts", "filetype": "typescript"}
+    cursor = f"cursor:{row}:4"
+    report, original, written = run_command(nvim, tmp_path, tiny_model, lines, "InfillDoc", cursor, **ts)
+    assert report["last"]["title"] == "Infill: add doc comment to function total"
+    before, after = original.split("export function total")
+    assert written.startswith(before + "/**") and written.endswith("*/\nexport function total" + after)
+    assert not has_syntax_error(written, LANGUAGE)
+
+
 def test_infill_alternatives_applies_the_best_then_the_one_picked(nvim, tmp_path, tiny_model):
     init = {"alternatives": 3, "temperature": 0.8}
     report, original, written = run_command(

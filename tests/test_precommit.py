@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -153,8 +154,8 @@ def test_pre_commit_run_twice_passes_the_second_time(tmp_path, git, name, text):
     config = yaml.safe_load(hook_config(pathlib.Path("unused")))
     hook = config["repos"][0]["hooks"][0]
     hook["entry"] = f"{ENTRY} --threads 1"  # the shipped model
-    hook.pop("types")
-    hook["types_or"] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())[0]["types_or"]
+    [declared] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    hook["types"], hook["files"] = declared["types"], declared["files"]
     (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     pre_commit = [sys.executable, "-m", "pre_commit", "run", "--all-files"]
     run([git, "add", "-A"], repo, env)
@@ -219,13 +220,70 @@ def test_no_missing_docstring_needs_no_model(tmp_path):
 def test_the_hook_is_declared_for_pre_commit():
     [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "infill-docstrings" and hook["entry"] == "infill-docstrings"
-    assert hook["language"] == "python" and "types" not in hook
+    assert hook["language"] == "python" and hook["types"] == ["text"] and "types_or" not in hook
     from identify.identify import tags_from_filename
 
-    from infill.languages import LANGUAGES
+    from infill.docstrings_hook import pre_commit_files
+    from infill.languages import LANGUAGES, by_path
 
-    for language in LANGUAGES:  # pre-commit passes a file of every language infill documents
-        for extension in set(language.extensions) - {".mts", ".cts", ".h++"}:  # identify has no tag for these
-            assert tags_from_filename(f"x{extension}") & set(hook["types_or"]), (language.name, extension)
+    assert hook["files"] == pre_commit_files()  # made from the language table
+    recipe = (ROOT / "docs" / "pre-commit.md").read_text().split("```yaml")[1].split("```")[0]
+    assert yaml.safe_load(recipe)["repos"][0]["hooks"][0]["files"] == hook["files"]  # Option 1
+    extensions = {extension for language in LANGUAGES for extension in language.extensions}
+    assert {".mts", ".cts", ".h++"} <= extensions
+    assert not tags_from_filename("x.mts") | tags_from_filename("x.cts") | tags_from_filename("x.h++")
+    for extension in extensions:  # pre-commit passes a file of every language infill documents
+        for name in (f"src/x{extension}", f"X{extension.upper()}"):
+            assert re.search(hook["files"], name) and by_path(name) is not None, name
+    for name in ("README.md", "notes.txt", "data.json", "x.pyc", ".gitignore", "src/x.tsx.orig"):
+        assert not re.search(hook["files"], name), name
     scripts = (ROOT / "pyproject.toml").read_text()
     assert 'infill-docstrings = "infill.docstrings_hook:main"' in scripts
+
+
+def test_pre_commit_passes_every_language_s_files_and_scripts_to_the_hook(tmp_path, git):
+    """The real pre-commit, with the declared `types` and `files`, on a file of each extension of
+    the table (.mts, .cts and .h++ too, which identify has no tags for), a Python script without an
+    extension, and files it must not pass (other languages, a binary file without an extension)."""
+    from infill.languages import LANGUAGES
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "HOME": str(tmp_path)}
+    run([git, "init", "-q", "-b", "main"], repo, env)
+    wanted = sorted(f"x{extension}" for language in LANGUAGES for extension in language.extensions)
+    for name in wanted:
+        (repo / name).write_text("x\n")
+    (repo / "tool").write_text("#!/usr/bin/env python3\nprint(1)\n")
+    (repo / "tool").chmod(0o755)
+    (repo / "Makefile").write_text("all:\n")
+    for name in ("README.md", "notes.txt", "data.json"):
+        (repo / name).write_text("x\n")
+    (repo / "blob").write_bytes(b"\x00\x01\x02")  # no extension, but binary
+    [declared] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    show = tmp_path / "show.py"  # the hook: prints the files pre-commit passes it
+    show.write_text("import sys\nprint('PASSED', sorted(sys.argv[1:]))\n")
+    hook = {"id": "show", "name": "show", "entry": f"{sys.executable} {show}", "language": "system",
+            "verbose": True, "require_serial": True,  # one call: one line listing every file
+            "types": declared["types"], "files": declared["files"]}  # fmt: skip
+    config = {"repos": [{"repo": "local", "hooks": [hook]}]}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    run([git, "add", "-A"], repo, env)
+    done = run([sys.executable, "-m", "pre_commit", "run", "--all-files"], repo, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("PASSED")]
+    passed = ast.literal_eval(line.removeprefix("PASSED "))
+    assert passed == sorted([*wanted, "tool", "Makefile"])
+
+
+def test_a_file_without_an_extension_is_a_script_or_skipped(tmp_path, tiny, capsys):
+    makefile, tool = tmp_path / "Makefile", tmp_path / "tool"
+    makefile.write_text("all:\n\techo done\n")
+    tool.write_text("#!/usr/bin/env python3\ndef main():\n    return 1\n")
+    assert main(["--check", "--model", str(tiny), str(makefile)]) == EXIT_OK  # not an error
+    assert "Makefile: no extension, and no #! line naming a language; skipped" in capsys.readouterr().err
+    assert main(["--check", "--model", str(tiny), str(makefile), str(tool)]) == EXIT_CHANGED
+    assert f"{tool}: would add" in capsys.readouterr().out  # a Python script, by its #! line
+    notes = tmp_path / "notes.txt"
+    notes.write_text("def f():\n    pass\n")
+    assert main(["--check", "--model", str(tiny), str(notes)]) == EXIT_INPUT  # named, no grammar: an error

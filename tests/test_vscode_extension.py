@@ -77,5 +77,33 @@ def test_the_extension_activates_and_selects_every_language_of_the_table() -> No
     assert events == every_id
     setting = MANIFEST["contributes"]["configuration"]["properties"]["infill.languages"]
     assert setting["items"]["enum"] == [language.name for language in LANGUAGES]
-    for binding in MANIFEST["contributes"]["keybindings"]:
-        assert all(language_id in binding["when"] for language_id in every_id), binding
+
+
+EXTENSION = (ROOT / "editors" / "vscode" / "src" / "extension.ts").read_text()
+WHEN_ENABLED = "editorLangId in infill.languageIds"
+
+
+def test_menus_and_keys_follow_the_languages_setting() -> None:
+    """Every menu entry and key of an action command is narrowed by the context key that the
+    extension sets from `infill.languages` (on activation and when the setting changes), not by a
+    fixed list of languages."""
+    assert "export const LANGUAGES_CONTEXT = 'infill.languageIds';" in LOGIC
+    assert "export const WHEN_ENABLED = `editorLangId in ${LANGUAGES_CONTEXT}`;" in LOGIC
+    assert "executeCommand('setContext', LANGUAGES_CONTEXT, enabled)" in EXTENSION
+    setter = EXTENSION.split("async function setLanguageContext")[1].split("\n}\n")[0]
+    assert "enabledLanguageIds(vscode.workspace.getConfiguration(SECTION).get('languages'))" in setter
+    changed = EXTENSION.split("onDidChangeConfiguration")[1].split("restartOn")[0]
+    assert "affectsConfiguration('infill.languages')" in changed and "setLanguageContext()" in changed
+    contributes = MANIFEST["contributes"]
+    entries = contributes["keybindings"] + [entry for menu in contributes["menus"].values() for entry in menu]
+    action_commands = {"infill.fillSelection", "infill.fillNode", "infill.fix", "infill.addDocstring",
+                       "infill.addDocstringsInFile", "infill.alternatives"}  # fmt: skip
+    assert {entry["command"] for entry in entries} == action_commands
+    for entry in entries:
+        assert WHEN_ENABLED in entry["when"] and "editorLangId =~" not in entry["when"], entry
+
+
+def test_command_titles_name_docstrings_and_doc_comments() -> None:
+    commands = {entry["command"]: entry["title"] for entry in MANIFEST["contributes"]["commands"]}
+    assert commands["infill.addDocstring"] == "Add docstring or doc comment"
+    assert commands["infill.addDocstringsInFile"] == "Add missing docstrings or doc comments in file"

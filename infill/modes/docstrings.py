@@ -184,7 +184,8 @@ def _fill(document: Document, site: DocstringSite, written: str) -> DocstringFil
     else:
         literal = docstring_literal(written, site.indent)
     if literal is None:
-        return DocstringFill(site, None, None, "the model wrote no usable docstring text")
+        noun = "doc comment" if site.is_comment else "docstring"
+        return DocstringFill(site, None, None, f"the model wrote no usable {noun} text")
     insertion = document.adapt_newlines(site.before("\n") + literal + site.after("\n"))
     edit = minimal_edit(document.text, site.start, site.end, insertion)
     return DocstringFill(site, document.adapt_newlines(literal), edit, None)
@@ -242,6 +243,6 @@ def _keep_parsing(document: Document, fills: list[DocstringFill]) -> list[Docstr
     return [
         fill
         if fill.edit is None or _parses(apply_edits(text, [fill.edit]), language)
-        else DocstringFill(fill.site, None, None, "the file would not parse with this docstring")
+        else DocstringFill(fill.site, None, None, f"the file would not parse with this {language.doc_noun}")
         for fill in fills
     ]

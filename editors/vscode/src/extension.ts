@@ -1,4 +1,5 @@
-// The infill extension: starts `infill-lsp` for Python files through vscode-languageclient and
+// The infill extension: starts `infill-lsp` for the files of the languages infill works in (all
+// of its table, or those of the `infill.languages` setting) through vscode-languageclient, and
 // adds commands that run one of the server's code actions at the selection.
 //
 // What comes from the client library as it is: the server's code actions in the light-bulb menu,
@@ -7,7 +8,8 @@
 // What this file adds: finding the server (a clear message with the install command when it is
 // missing), settings (src/logic.ts decides what the server gets), the commands (list the code
 // actions for the selection, pick one, resolve it under a cancellable notification, apply the
-// edit), and a status bar item that says whether the server runs.
+// edit), the `infill.languageIds` context key that narrows the menus and keys to the enabled
+// languages, and a status bar item that says whether the server runs.
 
 import { accessSync, constants, statSync } from 'node:fs';
 import * as vscode from 'vscode';
@@ -27,6 +29,7 @@ import {
 import {
     CommandName,
     INSTALL_COMMAND,
+    LANGUAGES_CONTEXT,
     alternativeCandidates,
     chooseAction,
     describeRange,
@@ -78,13 +81,23 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         vscode.commands.registerCommand('infill.restartServer', restart),
         vscode.commands.registerCommand('infill.showOutput', () => output.show(true)),
         vscode.workspace.onDidChangeConfiguration((event) => {
+            if (event.affectsConfiguration('infill.languages')) {
+                void setLanguageContext();
+            }
             const restartOn = ['infill.serverPath', 'infill.serverArgs', 'infill.languages'];
             if (restartOn.some((name) => event.affectsConfiguration(name))) {
                 void restart();
             }
         }),
     );
+    await setLanguageContext();
     await ensureClient();
+}
+
+/** The menus' and keys' `when` clauses test this context key: the languages of the setting. */
+async function setLanguageContext(): Promise<void> {
+    const enabled = enabledLanguageIds(vscode.workspace.getConfiguration(SECTION).get('languages'));
+    await vscode.commands.executeCommand('setContext', LANGUAGES_CONTEXT, enabled);
 }
 
 export async function deactivate(): Promise<void> {
@@ -239,7 +252,7 @@ async function runCommand(requested: CommandName): Promise<CommandResult> {
     }
     const action = chooseAction(command, listed);
     if (action === undefined) {
-        return tell(nothingToDo(command));
+        return tell(nothingToDo(command, document.languageId));
     }
     output.info(`${action.title} (${describeRange(range)} of ${document.uri.fsPath})`);
     const version = document.version;

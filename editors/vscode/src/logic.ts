@@ -77,6 +77,13 @@ export function enabledLanguageIds(languages: unknown): string[] {
     return names.flatMap((name) => (typeof name === 'string' ? (LANGUAGE_IDS[name] ?? []) : []));
 }
 
+/**
+ * The context key the extension sets to the enabled languageIds (and again when the setting
+ * changes): package.json's menus and keybindings show only `when` it holds the editor's language.
+ */
+export const LANGUAGES_CONTEXT = 'infill.languageIds';
+export const WHEN_ENABLED = `editorLangId in ${LANGUAGES_CONTEXT}`;
+
 /** The client's document selector: files and untitled editors of the enabled languages. */
 export function documentSelector(languages: unknown): { scheme: string; language: string }[] {
     return enabledLanguageIds(languages).flatMap((language) => [
@@ -158,7 +165,8 @@ export function candidateOf(action: ActionLike): number | undefined {
  * - fillSelection: "fill selection"; fillNode: "fill <node>";
  * - fix: the preferred quick fix of a syntax error in the range (it repairs or regenerates, as
  *   the error needs), else "fix selection" / "fix statement on line N";
- * - addDocstring: "add docstring to <definition>"; addDocstringsInFile: the whole file's;
+ * - addDocstring: "add docstring to <definition>" ("add doc comment to ..." outside Python);
+ *   addDocstringsInFile: the whole file's;
  * - alternatives: "fill selection (N alternatives)" (the action that samples them).
  */
 export function chooseAction<T extends ActionLike>(command: CommandName, actions: readonly T[]): T | undefined {
@@ -188,20 +196,29 @@ export function alternativeCandidates<T extends ActionLike>(actions: readonly T[
         .sort((a, b) => (candidateOf(a) ?? 0) - (candidateOf(b) ?? 0));
 }
 
+/**
+ * What documentation is called in a language: "docstring" in Python, "doc comment" elsewhere
+ * (JSDoc, Javadoc, Doxygen, rustdoc, Go); the server's action titles say the same
+ * (infill/languages.py, Language.doc_noun).
+ */
+export function docNoun(languageId: string): string {
+    return languageId === 'python' ? 'docstring' : 'doc comment';
+}
+
 /** What to tell the user when the server offers nothing for the command here. */
-export function nothingToDo(command: CommandName): string {
+export function nothingToDo(command: CommandName, languageId = 'python'): string {
     switch (command) {
         case 'fillSelection':
         case 'alternatives':
-            return 'infill: this selection cannot be filled (select whole tokens of a Python file).';
+            return 'infill: this selection cannot be filled (select whole tokens).';
         case 'fillNode':
             return 'infill: no statement, body or expression at the cursor to fill.';
         case 'fix':
             return 'infill: nothing to fix here (select code, or put the cursor in a statement).';
         case 'addDocstring':
-            return 'infill: the cursor is not in a function or class without a docstring.';
+            return `infill: the cursor is not in a function or class without a ${docNoun(languageId)}.`;
         case 'addDocstringsInFile':
-            return 'infill: every function and class in this file has a docstring.';
+            return `infill: every function and class in this file has a ${docNoun(languageId)}.`;
     }
 }
 

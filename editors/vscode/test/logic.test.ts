@@ -2,6 +2,8 @@
 // compiled JavaScript: `npm test`.
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
     ALTERNATIVES_KIND,
@@ -14,10 +16,13 @@ import {
     NODE_KIND,
     QUICK_FIX_KIND,
     SELECTION_KIND,
+    LANGUAGES_CONTEXT,
     SERVER_SETTINGS,
+    WHEN_ENABLED,
     alternativeCandidates,
     chooseAction,
     describeRange,
+    docNoun,
     documentSelector,
     effectiveCommand,
     enabledLanguageIds,
@@ -25,6 +30,7 @@ import {
     isLinewise,
     kindsFor,
     missingServerMessage,
+    nothingToDo,
     requestErrorMessage,
     selectionToRange,
     serverSettings,
@@ -47,6 +53,47 @@ describe('languages', () => {
             { scheme: 'untitled', language: 'typescript' },
         ]);
         assert.equal(documentSelector(undefined).length, 2 * Object.values(LANGUAGE_IDS).flat().length);
+    });
+});
+
+describe('menus and keys follow the languages setting', () => {
+    // package.json, as VS Code reads it: every menu entry and key of a command that runs a code
+    // action shows only where the context key the extension sets holds the editor's language.
+    const manifest = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8'));
+    const always = new Set(['infill.restartServer', 'infill.showOutput']);
+    const entries: { command: string; when?: string }[] = [
+        ...manifest.contributes.keybindings,
+        ...Object.values(manifest.contributes.menus as Record<string, { command: string; when?: string }[]>).flat(),
+    ];
+
+    it('every menu entry and key of an action command is narrowed by the context key', () => {
+        assert.equal(WHEN_ENABLED, 'editorLangId in infill.languageIds');
+        assert.equal(LANGUAGES_CONTEXT, 'infill.languageIds');
+        const narrowed = entries.filter((entry) => !always.has(entry.command));
+        assert.ok(narrowed.length >= 10, `${narrowed.length} entries`);
+        for (const entry of narrowed) {
+            assert.ok(entry.when?.includes(WHEN_ENABLED), `${entry.command}: ${entry.when}`);
+            assert.ok(!entry.when?.includes('editorLangId =~'), `${entry.command}: a fixed list of languages`);
+        }
+    });
+
+    it('the context key holds the languageIds of the setting (all of them when it is empty)', () => {
+        // what the extension passes to setContext (src/extension.ts: setLanguageContext)
+        assert.deepEqual(enabledLanguageIds(['python', 'go']), ['python', 'go']);
+        assert.ok(!enabledLanguageIds(['python', 'go']).includes('typescript'));
+        assert.equal(enabledLanguageIds(null).length, Object.values(LANGUAGE_IDS).flat().length);
+    });
+});
+
+describe('documentation wording', () => {
+    it('says docstring in Python and doc comment in the other languages', () => {
+        assert.equal(docNoun('python'), 'docstring');
+        assert.equal(docNoun('typescript'), 'doc comment');
+        assert.equal(docNoun('rust'), 'doc comment');
+        assert.match(nothingToDo('addDocstring', 'python'), /without a docstring\.$/);
+        assert.match(nothingToDo('addDocstring', 'go'), /without a doc comment\.$/);
+        assert.match(nothingToDo('addDocstringsInFile', 'java'), /has a doc comment\.$/);
+        assert.doesNotMatch(nothingToDo('fillSelection', 'go'), /Python/);
     });
 });
 

@@ -14,8 +14,9 @@
 --   :InfillFill            fill the selection, or the node (statement, body...) at the cursor
 --   :InfillFix             fix the selection, or the statement at the cursor (the quick fix
 --                          first when there is a syntax error there)
---   :InfillDoc[!]          add a docstring to the definition at the cursor (!: to every
---                          definition of the file that lacks one)
+--   :InfillDoc[!]          add a docstring (Python) or a doc comment (the language's convention
+--                          elsewhere) to the definition at the cursor (!: to every definition of
+--                          the file that lacks one)
 --   :InfillAlternatives    fill the selection with the best of N candidates, then offer the
 --                          others in a menu (vim.ui.select)
 --   :InfillCancel          cancel the request in flight
@@ -155,7 +156,7 @@ end
 local function client_for(bufnr)
   local client = M.client_id and vim.lsp.get_client_by_id(M.client_id)
   if not client or client.is_stopped() then
-    return nil, 'the server is not running (is this a Python buffer? see :LspInfo)'
+    return nil, 'the server is not running (is this buffer of a language infill works in? see :LspInfo)'
   end
   if not vim.lsp.buf_is_attached(bufnr, client.id) then
     return nil, 'this buffer is not attached to infill-lsp'
@@ -259,12 +260,18 @@ function M.fix(opts)
   M.run(bufnr, M.command_range(bufnr, opts), { KINDS.quickfix, KINDS.fix }, 'fix')
 end
 
+--- What documentation is called in the buffer's language: "docstring" in Python, else "doc
+--- comment" (as the server's action titles say: infill/languages.py, Language.doc_noun).
+function M.doc_noun(bufnr)
+  return vim.bo[bufnr].filetype == 'python' and 'docstring' or 'doc comment'
+end
+
 function M.doc(opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local kind = opts.bang and KINDS.file_docstrings or KINDS.docstring
   local range = M.command_range(bufnr, opts)
   range['end'] = range.start -- the definition around the start
-  M.run(bufnr, range, { kind }, 'document (no definition without a docstring)')
+  M.run(bufnr, range, { kind }, 'document (no definition without a ' .. M.doc_noun(bufnr) .. ')')
 end
 
 --- Fill the selection with the best candidate, then offer the others: the server lists them,
@@ -326,7 +333,7 @@ local function define_commands()
   local command = vim.api.nvim_create_user_command
   command('InfillFill', M.fill, { range = true, desc = 'infill: fill the selection, or the node at the cursor' })
   command('InfillFix', M.fix, { range = true, desc = 'infill: fix the selection, or the statement at the cursor' })
-  command('InfillDoc', M.doc, { range = true, bang = true, desc = 'infill: add a docstring (!: to the whole file)' })
+  command('InfillDoc', M.doc, { range = true, bang = true, desc = 'infill: add a docstring or doc comment (!: to the whole file)' })
   command('InfillAlternatives', M.alternatives, { range = true, desc = 'infill: fill with a choice of candidates' })
   command('InfillCancel', M.cancel, { desc = 'infill: cancel the request in flight' })
 end
