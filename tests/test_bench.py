@@ -378,3 +378,24 @@ def test_shapes_takes_a_window_and_refuses_a_bad_pass_count(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["shapes", "--tiny", "--passes", "0,4"])
     assert "pass counts must be at least 1" in capsys.readouterr().err
+
+
+def test_drift_fills_each_line_three_ways_after_an_earlier_fill(tiny_backend, monkeypatch, tmp_path, capsys):
+    from infill.bench.drift import VARIANTS
+
+    function = "def step_{0}(value):\n    total = value * {0}\n    return total + {0}\n\n"
+    source = "".join(function.format(i) for i in range(12))
+    monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
+    monkeypatch.setattr(bench_cli, "heldout_sources", lambda: [("sample.py", source)])
+    out = tmp_path / "drift.json"
+    argv = ["drift", "--tasks", "3", "--steps", "4", "--syntax-rounds", "0", "--json", str(out)]
+    assert bench.main(argv) == 0
+
+    results = json.loads(out.read_text())
+    assert 1 <= results["table"]["tasks"] == len(results["rows"]) <= 3
+    assert results["table"]["exact"]["agrees_with_exact"] == 1.0
+    for row in results["rows"]:
+        assert set(row["fills"]) == set(VARIANTS) and "\n" not in row["truth"]
+        # the kept contexts compute less than a whole window once the first fill left one
+        assert row["computed"]["refreshed"] <= row["computed"]["exact"]
+    assert "same as exact" in capsys.readouterr().out
