@@ -198,3 +198,34 @@ def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(
     assert len(ids) <= tiny_backend.context_length
     aligned = sum(n for _, _, n in aligned_runs(ids, fill.ids))
     assert aligned >= len(fill.ids) - fill.slots[0].length - 16  # all but the span and its seams
+
+
+def test_where_nothing_changed_near_the_span_the_kept_context_fills_as_the_exact_pass_does():
+    """The shipped model, a real module: each line filled on a fresh cache, and on the document's
+    kept context after a request on the same line and an edit ~25 lines away (outside the
+    window): the same text (repair off: its retries would multiply any difference)."""
+    import calendar
+    import inspect
+
+    from infill.backend import load_backend
+    from infill.bench.tasks import code_lines
+    from infill.document import document_from_bytes
+    from infill.modes.fill import infill
+    from infill.options import InfillOptions
+    from infill.spans import Span, line_span
+
+    backend = load_backend(threads=2)
+    options = InfillOptions(syntax_rounds=0, syntax_edits=0, syntax_restarts=0)
+    text = "".join(inspect.getsource(calendar).splitlines(keepends=True)[:200])
+    code = code_lines(text)
+    for index in range(37, 110, 18):
+        span = line_span(text, code[index], code[index])
+        exact = infill(backend, document_from_bytes(text.encode()), [span], options).spans[0].new_text
+        kept = KeptContext(backend)
+        infill(kept, document_from_bytes(text.encode()), [span], options)  # the document's last request
+        far = line_span(text, code[index - 25], code[index - 25])
+        edited = text[: far.end] + "  # edited" + text[far.end :]
+        moved = Span(span.start + 10, span.end + 10)
+        again = infill(kept, document_from_bytes(edited.encode()), [moved], options)
+        assert kept.reused_passes >= 1  # the second fill started from the kept context
+        assert again.spans[0].new_text == exact, index
