@@ -79,17 +79,18 @@ def test_int8_weights_predict_as_the_float_ones(family, tiny):
 
 
 @pytest.mark.parametrize("family", ["Dream", "Open-dCoder"])
-def test_every_linear_layer_is_int8_the_embedding_stays_float(family, tiny):
+def test_every_linear_layer_and_the_embedding_are_int8(family, tiny):
     folder = tiny(family)
     floats = load(folder, "cpu", "float32").network
     network = load(folder, "cpu", "float32", quantize="int8").network
     linear = [name for name, module in floats.named_modules() if isinstance(module, nn.Linear)]
     if floats.head is None:  # Open-dCoder: tied, the output layer gets its own int8 weights
         linear.append("head")
-    assert sorted(quantized_layers(network)) == sorted(linear)
-    assert not [m for m in network.modules() if type(m) is nn.Linear]
+    assert sorted(quantized_layers(network)) == sorted([*linear, "embed"])
+    assert not [m for m in network.modules() if type(m) in (nn.Linear, nn.Embedding)]
     assert network.layers[0].mlp.down.weight().dtype == torch.qint8
-    assert network.embed.weight.dtype == torch.float32
+    assert network.embed.rows.dtype == torch.int8
+    assert not [name for name, p in network.named_parameters() if p.numel() > 1000]  # norms, biases only
 
 
 def test_the_shipped_model_in_int8():
