@@ -3,8 +3,10 @@ network (attention q/k/v/o, the MLP's gate/up/down, the output layer) keeps its 
 one scale per output row, through PyTorch's own dynamic quantization
 (`torch.ao.quantization.quantize_dynamic`): each call quantizes the activations on the fly and
 multiplies in int8 (the fbgemm / oneDNN kernels shipped with torch). Those weights take a
-quarter of their float32 memory; the embedding table and the norms stay float32 (a tied output
-layer gets an int8 copy of the embedding).
+quarter of their float32 memory. In the published families' network (`Decoder`) the embedding
+table is int8 rows too (`Int8Embedding`), and a tied output layer gets its own int8 copy of the
+embedding; the norms and biases stay float32. The published families are quantized while they
+load, one layer at a time (`Int8Loading`): their float32 network never exists whole.
 
     "none"  the weights as stored
     "int8"  as above; the CPU in float32 only (those kernels exist nowhere else), on infill's own
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -100,15 +104,16 @@ def use_int8(quantize: str, network: nn.Module, device: torch.device, dtype: tor
 
 class Int8Loading:
     """Quantizes each layer of a network the moment all its float weights are in, so that a network
-    loaded tensor by tensor never holds its float32 weights all at once: at most one layer's
-    (Open-dCoder 0.5B: peak 2.7 GiB -> see docs/models.md, "Speed and memory").
+    loaded tensor by tensor never holds its float32 weights all at once, only the layers whose
+    tensors are not all in yet (Open-dCoder 0.5B's shape: the loading peak 2.7 -> 1.4 GiB,
+    docs/models.md "Speed and memory at Open-dCoder 0.5B's shape").
 
     Each `nn.Linear` becomes PyTorch's dynamic int8 linear layer (`int8_linear`). In infill's own
     decoder (`Decoder`, the published families) the embedding table becomes int8 rows too
     (`Int8Embedding`) and a tied output layer gets an int8 copy of the embedding (`untie_head`):
     its float32 table (Qwen2.5's 151,936 x 896: 519 MiB, more than all int8 layers together) need
     not stay. The shipped model (`InfillModel`) keeps its float embedding: its held-out quality with
-    int8 was measured so (docs/models.md) and its table is 2 MiB.
+    int8 was measured so (docs/models.md) and its table is 8 MiB.
 
     Call `loaded(name)` after the parameter `name` (as `named_parameters` names it) got its value."""
 
@@ -144,9 +149,7 @@ def set_submodule(network: nn.Module, name: str, module: nn.Module) -> None:
 
 def int8_linear(linear: nn.Linear) -> nn.Module:
     """`linear` as PyTorch's dynamic int8 linear layer: int8 weights, one scale per output row."""
-    with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices (see above)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
+    with quiet_deprecation():
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         holder = nn.Sequential(linear)  # quantize_dynamic swaps children, not the module it is given
@@ -162,14 +165,22 @@ def int8_linear(linear: nn.Linear) -> nn.Module:
 def int8_rows(weight: torch.Tensor) -> torch.Tensor:
     """`weight` (rows, columns) quantized as `int8_linear` quantizes a layer's weights: qint8, one
     symmetric scale per row (PyTorch's per-channel weight observer)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with quiet_deprecation():
         from torch.ao.quantization import per_channel_dynamic_qconfig
 
         observer = per_channel_dynamic_qconfig.weight()
-    observer(weight.detach())
-    scales, zero_points = observer.calculate_qparams()
-    return torch.quantize_per_channel(weight.detach(), scales, zero_points, 0, torch.qint8)
+        observer(weight.detach())
+        scales, zero_points = observer.calculate_qparams()
+        return torch.quantize_per_channel(weight.detach(), scales, zero_points, 0, torch.qint8)
+
+
+@contextmanager
+def quiet_deprecation() -> Iterator[None]:
+    """torch.ao.quantization's deprecation notices silenced (see above)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
+        yield
 
 
 class Int8Embedding(nn.Module):
