@@ -29,7 +29,7 @@ from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.quantize import Int8Loading, quantized_layers, use_int8
 from infill.models.vocabulary import CheckpointTokenizer
-from infill.models.weights import build_meta, set_parameter
+from infill.models.weights import build_meta, parameter_setter, return_big_blocks
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span
@@ -91,8 +91,10 @@ def random_network(config: DecoderConfig, device: torch.device, dtype: torch.dty
     made parameter by parameter on the meta-built network, as a checkpoint loads
     (infill.models.weights): with int8 weights each layer is quantized as soon as it is filled,
     so that the float32 network never exists whole (Open-dCoder 0.5B: docs/models.md)."""
+    return_big_blocks()
     network = build_meta(lambda: Decoder(config))
     loaded = Int8Loading(network).loaded if use_int8(quantize, network, device, dtype) else lambda name: None
+    set_parameter = parameter_setter(network)
     generator = torch.Generator(device=device).manual_seed(0)
     for parameter_name, parameter in list(network.named_parameters()):
         value = torch.empty(parameter.shape, dtype=dtype, device=device)
@@ -100,7 +102,7 @@ def random_network(config: DecoderConfig, device: torch.device, dtype: torch.dty
             value.fill_(1.0)
         else:
             value.normal_(0.0, 0.02, generator=generator)
-        set_parameter(network, parameter_name, value)
+        set_parameter(parameter_name, value)
         loaded(parameter_name)
     return network
 
