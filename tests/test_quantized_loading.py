@@ -25,7 +25,7 @@ from infill.bench.shapes import random_network
 from infill.errors import ModelError
 from infill.models import load, weights
 from infill.models.decoder import Decoder, DecoderConfig
-from infill.models.quantize import Int8Embedding, quantized_layers
+from infill.models.quantize import Int8Embedding, int8_rows, quantized_layers
 
 FAMILIES = ["Dream", "LLaDA", "Open-dCoder"]
 INDEX = "model.safetensors.index.json"
@@ -64,7 +64,7 @@ def quantized_whole(network: Decoder) -> Decoder:
     table = network.embed.weight
     network.untie_head()
     quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
-    network.embed = Int8Embedding(table)
+    network.embed = Int8Embedding(int8_rows(table))
     return network
 
 
