@@ -25,7 +25,7 @@ from infill.bench.shapes import random_network
 from infill.errors import ModelError
 from infill.models import load, weights
 from infill.models.decoder import Decoder, DecoderConfig
-from infill.models.quantize import Int8Embedding, int8_rows, quantized_layers
+from infill.models.quantize import Int8Embedding, int8_rows, quantized_layers, quiet_deprecation
 
 FAMILIES = ["Dream", "LLaDA", "Open-dCoder"]
 INDEX = "model.safetensors.index.json"
@@ -59,11 +59,12 @@ def tiny(tmp_path_factory):
 def quantized_whole(network: Decoder) -> Decoder:
     """What infill did before: the whole float network quantized by torch's `quantize_dynamic`
     (a tied output layer untied first); the embedding table then made int8 rows."""
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
     table = network.embed.weight
     network.untie_head()
-    quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
+    with quiet_deprecation():  # torch.ao.quantization's notices, as infill.models.quantize silences them
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
     network.embed = Int8Embedding(int8_rows(table))
     return network
 
