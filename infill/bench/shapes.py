@@ -34,8 +34,9 @@ from infill.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
 from infill.models.native import DEFAULT_MODEL_DIR
-from infill.models.quantize import quantize_network, quantized_layers
+from infill.models.quantize import Int8Loading, quantized_layers, use_int8
 from infill.models.vocabulary import CheckpointTokenizer
+from infill.models.weights import build_meta, parameter_setter, return_big_blocks
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
 from infill.spans import Span
@@ -80,8 +81,7 @@ class ShapeRow:
     fill_ms: dict[int, float]  # by passes: the first fill in the document
     kept_fill_ms: dict[int, float]  # by passes: the next line's fill, on the document's kept context
     peak_mib: float
-    resident_mib: float  # the process's resident memory at the end (CPU; a quantized model's peak
-    # still holds its float weights, before they were quantized)
+    resident_mib: float  # the process's resident memory at the end (CPU) or the device's allocation
     fill_passes: dict[int, int] = field(default_factory=dict)  # by passes asked: the passes run
 
 
@@ -89,17 +89,7 @@ def random_denoiser(
     name: str, device: torch.device, dtype: torch.dtype, quantize: str = "auto"
 ) -> CachingCheckpointDenoiser:
     config, mask_id, null_id, shift, first_special = {**SHAPES, **TINY_SHAPES}[name]
-    with torch.device("meta"):
-        network = Decoder(config)
-    network = network.to(dtype).to_empty(device=device).eval()
-    generator = torch.Generator(device=device).manual_seed(0)
-    with torch.no_grad():
-        for parameter_name, parameter in network.named_parameters():
-            if parameter_name.endswith("norm.weight"):
-                parameter.fill_(1.0)
-            else:
-                parameter.normal_(0.0, 0.02, generator=generator)
-    quantize_network(network, quantize, device, dtype)
+    network = random_network(config, device, dtype, quantize)
     code = CodeTokenizer.load(DEFAULT_MODEL_DIR).tokenizer
     tokenizer = CheckpointTokenizer(code, {"<|mask|>": mask_id, "<|endoftext|>": null_id}, {})
     special = set(range(first_special, config.vocab_size)) - {null_id}
@@ -108,6 +98,27 @@ def random_denoiser(
         family=name, network=network, tokenizer=tokenizer, mask_id=mask_id, null_id=null_id,
         special_ids=frozenset(special), context_length=CONTEXT_CAP, shift=shift, device=device,
     )  # fmt: skip
+
+
+def random_network(config: DecoderConfig, device: torch.device, dtype: torch.dtype, quantize: str) -> Decoder:
+    """A `Decoder` of `config` with random weights (norms 1, the rest normal(0, 0.02), seed 0),
+    made parameter by parameter on the meta-built network, as a checkpoint loads
+    (infill.models.weights): with int8 weights each layer is quantized as soon as it is filled,
+    so that the float32 network never exists whole (Open-dCoder 0.5B: docs/models.md)."""
+    return_big_blocks()
+    network = build_meta(lambda: Decoder(config))
+    loaded = Int8Loading(network).loaded if use_int8(quantize, network, device, dtype) else lambda name: None
+    set_parameter = parameter_setter(network)
+    generator = torch.Generator(device=device).manual_seed(0)
+    for parameter_name, parameter in list(network.named_parameters()):
+        value = torch.empty(parameter.shape, dtype=dtype, device=device)
+        if parameter_name.endswith("norm.weight"):
+            value.fill_(1.0)
+        else:
+            value.normal_(0.0, 0.02, generator=generator)
+        set_parameter(parameter_name, value)
+        loaded(parameter_name)
+    return network
 
 
 def resident_mib(device: torch.device) -> float:

@@ -75,9 +75,7 @@ def load(
         from infill.models.remote import load_remote
 
         return load_remote(directory, config, device, dtype)
-    denoiser = family.load(directory, config, device, dtype)
-    quantize_network(denoiser.network, quantize, device, dtype)
-    return denoiser
+    return family.load(directory, config, device, dtype, quantize)  # int8 as it loads
 
 
 def family_module(directory: Path, config: dict) -> ModuleType:

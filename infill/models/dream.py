@@ -33,7 +33,7 @@ from infill.hub_cache import model_name
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
 from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
-from infill.models.weights import build_empty, load_weights, memory_note, weight_files
+from infill.models.weights import load_network, memory_note, weight_files
 
 MASK, END_OF_TEXT, EXPAND, DLM_PAD = "<|mask|>", "<|endoftext|>", "<|expand|>", "<|dlm_pad|>"
 BEGIN = "<|beginoftext|>"  # the Dream family's begin token (config.json's bos_token_id is end-of-text)
@@ -189,13 +189,12 @@ def begin_token(tokenizer: CheckpointTokenizer, directory: Path) -> int:
 
 
 def load(
-    directory: Path, config: dict, device: torch.device, dtype: torch.dtype
+    directory: Path, config: dict, device: torch.device, dtype: torch.dtype, quantize: str = "none"
 ) -> CachingCheckpointDenoiser:
     c = network_config(config)
     files = weight_files(directory)
     family = conventions(directory, config)
     print(memory_note(f"{family['family']} from {directory}", c.parameters, dtype, device), file=sys.stderr)
-    network = build_empty(lambda: Decoder(c), device, dtype)
-    load_weights(network, files, weight_names(c), ignorable(c))
+    network = load_network(lambda: Decoder(c), files, weight_names(c), ignorable(c), device, dtype, quantize)
     family["context_length"] = device_context(family["context_length"], device)
     return CachingCheckpointDenoiser(network=network, device=device, **family)

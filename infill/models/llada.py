@@ -25,7 +25,7 @@ from infill.errors import ModelError
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
 from infill.models.vocabulary import load_tokenizer
-from infill.models.weights import build_empty, load_weights, memory_note, weight_files
+from infill.models.weights import load_network, memory_note, weight_files
 
 MASK = "<|mdm_mask|>"
 BEGIN = "<|startoftext|>"  # what LLaDA's tokenizer puts before every prompt (its bos_token)
@@ -99,6 +99,11 @@ def weight_names(c: DecoderConfig) -> dict[str, str]:
     return names
 
 
+def ignorable(c: DecoderConfig):
+    """Tensors a checkpoint may carry that the network does not use: a tied output layer's own copy."""
+    return lambda name: c.tied_head and name == "model.transformer.ff_out.weight"
+
+
 def conventions(directory: Path, config: dict) -> dict:
     """The family's tokens and habits: everything of the denoiser but the network."""
     tokenizer = load_tokenizer(directory)
@@ -131,14 +136,12 @@ def conventions(directory: Path, config: dict) -> dict:
 
 
 def load(
-    directory: Path, config: dict, device: torch.device, dtype: torch.dtype
+    directory: Path, config: dict, device: torch.device, dtype: torch.dtype, quantize: str = "none"
 ) -> CachingCheckpointDenoiser:
     c = network_config(config)
     files = weight_files(directory)
     family = conventions(directory, config)
     print(memory_note(f"LLaDA from {directory}", c.parameters, dtype, device), file=sys.stderr)
-    network = build_empty(lambda: Decoder(c), device, dtype)
-    tied_head = "model.transformer.ff_out.weight"
-    load_weights(network, files, weight_names(c), lambda name: c.tied_head and name == tied_head)
+    network = load_network(lambda: Decoder(c), files, weight_names(c), ignorable(c), device, dtype, quantize)
     family["context_length"] = device_context(family["context_length"], device)
     return CachingCheckpointDenoiser(network=network, device=device, **family)

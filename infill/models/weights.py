@@ -1,17 +1,20 @@
 """Weights from a checkpoint folder into a model, safetensors only, one tensor at a time.
 
 A folder holds `model.safetensors`, or shards listed in `model.safetensors.index.json`. The model
-is built on the meta device (no memory), given uninitialised storage in the target dtype and
-device once, and each checkpoint tensor is then copied into its place straight from the
-memory-mapped file: the weights are never held twice. Pickle checkpoints (`pytorch_model.bin`,
-`*.pt`, `*.pth`) can run arbitrary code when loaded and are refused.
+is built on the meta device (no memory) and each checkpoint tensor, read from the memory-mapped
+file and turned into the target dtype and device, becomes its parameter as it comes: the weights
+are never held twice, and a caller that quantizes each layer as soon as its weights are in
+(`infill.models.quantize.Int8Loading`) never holds the float network at all. Pickle checkpoints
+(`pytorch_model.bin`, `*.pt`, `*.pth`) can run arbitrary code when loaded and are refused.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -20,8 +23,11 @@ from torch import nn
 from tqdm import tqdm
 
 from infill.errors import ModelError
+from infill.models.quantize import Int8Loading, use_int8
 
 INDEX = "model.safetensors.index.json"
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+BIG_BLOCK = 2**20  # bytes: a block this big or bigger is mapped apart and unmapped when freed
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 CONVERT_HINT = (
     "infill loads safetensors only: pickle files can run arbitrary code when loaded. Convert once, "
@@ -76,11 +82,64 @@ def weights_size(parameters: int, dtype: torch.dtype) -> str:
     return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
 
-def build_empty(make: Callable[[], nn.Module], device: torch.device, dtype: torch.dtype) -> nn.Module:
-    """The module built on the meta device, then given uninitialised storage on `device`."""
+def build_meta(make: Callable[[], nn.Module]) -> nn.Module:
+    """The module built on the meta device: shapes, no memory; `parameter_setter` fills it."""
     with torch.device("meta"):
-        module = make()
-    return module.to(dtype).to_empty(device=device).eval()
+        return make().eval()
+
+
+def parameter_setter(module: nn.Module) -> Callable[[str, torch.Tensor], None]:
+    """set(name, value): the parameter `name` of `module` replaced by `value`, in every submodule
+    that shares it (a tied output layer holds the embedding's). Where each parameter sits is looked
+    up once (walking the modules for each of the 0.5B shape's 290 parameters took 1.2 s), by
+    name: holding the submodules would keep a float layer alive after int8 replaced it."""
+    places: dict[str, list[str]] = {}  # parameter -> its names in every submodule holding it
+    first_name: dict[int, str] = {}
+    for name, parameter in module.named_parameters(remove_duplicate=False):
+        places.setdefault(first_name.setdefault(id(parameter), name), []).append(name)
+
+    def set_parameter(name: str, value: torch.Tensor) -> None:
+        new = nn.Parameter(value, requires_grad=False)
+        for place in places[name]:
+            owner, _, attribute = place.rpartition(".")
+            setattr(module.get_submodule(owner), attribute, new)
+
+    return set_parameter
+
+
+def load_network(
+    make: Callable[[], nn.Module],
+    files: list[Path],
+    names: dict[str, str],
+    ignore: Callable[[str], bool],
+    device: torch.device,
+    dtype: torch.dtype,
+    quantize: str,
+) -> nn.Module:
+    """The module `make` builds, its weights read from `files` (`load_weights`); with int8
+    weights (`quantize`: infill.models.quantize) each layer quantized as soon as its weights are in."""
+    return_big_blocks()
+    module = build_meta(make)
+    loaded = Int8Loading(module).loaded if use_int8(quantize, module, device, dtype) else lambda name: None
+    load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loaded)
+    return module
+
+
+def return_big_blocks() -> None:
+    """glibc's malloc told to map every block of BIG_BLOCK bytes or more apart, so that it goes back
+    to the system the moment it is freed. By default glibc raises that threshold to the largest
+    block freed so far (up to 32 MiB): after loading, a pass's activations (the 0.5B shape's MLP
+    over 2,048 tokens: 40 MB blocks) then come from its heap, stay there when freed, and the heap
+    grows with fragmentation. Open-dCoder 0.5B's shape, int8, `infill-bench shapes`: peak 1,779 ->
+    1,413 MiB, resident at the end 1,597 -> 1,125 MiB; pass times unchanged within the shared
+    machine's noise. Process-wide, once per process; nothing where the C library has no mallopt
+    (macOS, Windows)."""
+    try:
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    except (OSError, TypeError):  # no C library to open by that name (Windows)
+        return
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, BIG_BLOCK)
 
 
 def load_weights(
@@ -88,36 +147,61 @@ def load_weights(
     files: list[Path],
     names: dict[str, str],
     ignore: Callable[[str], bool] = lambda name: False,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    loaded: Callable[[str], None] = lambda name: None,
 ) -> None:
-    """Copy each checkpoint tensor named in `names` (checkpoint name -> the module's parameter)
-    into `module`; tensors `ignore` accepts are skipped. ModelError on an unknown tensor, a shape
-    mismatch or a parameter no file provides."""
-    params = dict(module.named_parameters())
-    loaded: set[str] = set()
+    """Each checkpoint tensor named in `names` (checkpoint name -> the module's parameter), in
+    `dtype` on `device`, as that parameter of `module` (built by `build_meta`); then `loaded(its
+    parameter name)`. Tensors `ignore` accepts are skipped. ModelError on an unknown tensor, a
+    shape mismatch or a parameter no file provides."""
+    params = {name: tuple(param.shape) for name, param in module.named_parameters()}
+    set_parameter = parameter_setter(module)
+    done: set[str] = set()
     show = sum(f.stat().st_size for f in files) > 256 * 2**20  # a bar for real checkpoints only
     for path in tqdm(files, desc="loading weights", unit="shard", disable=not show, file=sys.stderr):
-        try:
-            with safe_open(str(path), framework="pt", device="cpu") as shard:
-                for key in shard.keys():
-                    target = names.get(key)
-                    if target is None:
-                        if ignore(key):
-                            continue
-                        raise ModelError(f"{path.name} holds {key!r}, which this model family does not have")
-                    tensor = shard.get_tensor(key)
-                    param = params[target]
-                    if tuple(tensor.shape) != tuple(param.shape):
-                        raise ModelError(
-                            f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json "
-                            f"implies {tuple(param.shape)}"
-                        )
-                    with torch.no_grad():
-                        param.copy_(tensor)
-                    loaded.add(target)
-                    del tensor
-        except (SafetensorError, OSError) as error:
-            raise ModelError(f"cannot read {path}: {error}") from error
-    missing = [key for key, target in names.items() if target not in loaded]
+        for key in shard_keys(path):
+            target = names.get(key)
+            if target is None:
+                if ignore(key):
+                    continue
+                raise ModelError(f"{path.name} holds {key!r}, which this model family does not have")
+            if target in done:
+                raise ModelError(f"{path.name} holds {key!r} a second time")
+            tensor = read_tensor(path, key)
+            if tuple(tensor.shape) != params[target]:
+                raise ModelError(
+                    f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json "
+                    f"implies {params[target]}"
+                )
+            set_parameter(target, tensor.to(device=device, dtype=dtype).contiguous())
+            del tensor
+            done.add(target)
+            loaded(target)
+    missing = [key for key, target in names.items() if target not in done]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise ModelError(f"the checkpoint lacks {', '.join(missing[:3])}{more}")
+
+
+def shard_keys(path: Path) -> list[str]:
+    with opened(path) as shard:
+        return list(shard.keys())
+
+
+def read_tensor(path: Path, key: str) -> torch.Tensor:
+    """One tensor of a safetensors file, the file mapped for this one read: each page of a mapping
+    read counts in the process's resident memory until the file is closed (Open-dCoder 0.5B's one
+    988 MB file, read in one opening, added its whole size to the loading peak)."""
+    with opened(path) as shard:
+        return shard.get_tensor(key)
+
+
+@contextmanager
+def opened(path: Path) -> Iterator:
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as shard:
+            yield shard
+    except (SafetensorError, OSError) as error:
+        raise ModelError(f"cannot read {path}: {error}") from error
