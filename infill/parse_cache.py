@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
+from typing import AnyStr
 
 import tree_sitter
 
@@ -95,9 +96,9 @@ def edited_copy(old: bytes, tree: tree_sitter.Tree, new: bytes) -> tree_sitter.T
     return copy
 
 
-def common_prefix(a: bytes, b: bytes) -> int:
-    """Length of the longest common prefix of ``a`` and ``b`` (binary search over slice
-    comparisons: C-speed, about log2(n) passes)."""
+def common_prefix(a: AnyStr, b: AnyStr) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``, texts or bytes (binary search over
+    slice comparisons: C-speed, about log2(n) passes)."""
     low, high = 0, min(len(a), len(b))
     while low < high:
         middle = (low + high + 1) // 2

@@ -23,6 +23,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from infill.parse_cache import common_prefix
+
 logger = logging.getLogger("infill-lsp")
 
 IDLE_SECONDS = 0.5
@@ -34,14 +36,7 @@ QUIET_PER_REFRESH = 4
 def change_offset(old: str, new: str) -> int:
     """Where ``new`` first differs from ``old`` (the start of the change a full-text sync sent);
     the length of the shorter one if one starts the other."""
-    low, high = 0, min(len(old), len(new))
-    while low < high:  # the longest common prefix, by halves (slices compare in C)
-        middle = (low + high + 1) // 2
-        if old[:middle] == new[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    return common_prefix(old, new)
 
 
 class IdleRefresh:

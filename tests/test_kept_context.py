@@ -141,13 +141,18 @@ def test_documents_keep_their_own_context_and_forget_when_closed():
     assert contexts.denoiser("file:///a.py", native(1)) is not contexts.denoiser("file:///a.py", backend)
 
 
-def test_an_edit_far_from_the_span_recomputes_only_the_edit_and_the_span():
-    inner = native(2)
-    kept = KeptContext(inner)
+def filled_then_edited(kept: KeptContext) -> torch.Tensor:
+    """A fill near the start of a canvas, then the canvas edited far from there (3 tokens)."""
     first, _, _ = canvases()
     kept.cached_logits(first, torch.arange(10, 14), kept.new_cache(), refresh=True)
     edited = first.clone()
-    edited[0, 90:93] = torch.tensor([1, 2, 3])  # the user typed far from the next span
+    edited[0, 90:93] = torch.tensor([1, 2, 3])
+    return edited
+
+
+def test_an_edit_far_from_the_span_recomputes_only_the_edit_and_the_span():
+    kept = KeptContext(native(2))
+    edited = filled_then_edited(kept)  # the user typed far from the next span
     span = torch.arange(30, 38)
     edited[0, span] = VOCAB - 1
     kept.cached_logits(edited, span, kept.new_cache(), refresh=True)
@@ -158,10 +163,7 @@ def test_an_edit_far_from_the_span_recomputes_only_the_edit_and_the_span():
 def test_an_idle_refresh_makes_the_kept_context_exact_for_the_text_as_it_is():
     inner = native(3)
     kept = KeptContext(inner)
-    first, _, _ = canvases()
-    kept.cached_logits(first, torch.arange(10, 14), kept.new_cache(), refresh=True)
-    edited = first.clone()
-    edited[0, 90:93] = torch.tensor([1, 2, 3])
+    edited = filled_then_edited(kept)
     kept.refresh(edited)  # the user stopped typing
     assert kept.refreshes == 1
     positions = torch.arange(40, 50)
