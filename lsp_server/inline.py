@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from infill.document import document_from_bytes
-from infill.languages import PYTHON, Language
+from infill.text.document import document_from_bytes
+from infill.text.languages import PYTHON, Language
 from lsp_server.positions import UTF16, offset_to_position
 
 if TYPE_CHECKING:
-    from infill.backend import Denoiser
+    from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
 
@@ -41,9 +41,9 @@ def inline_completions(
     InputError for an offset outside the text; ``infill.errors.Cancelled`` if ``cancelled()``
     turns true.
     """
+    from infill.engine.pipeline import Hooks, run
     from infill.modes.inline import InlineRequest  # torch: only when a completion runs
     from infill.options import InfillOptions
-    from infill.pipeline import Hooks, run
 
     if not text:
         return []

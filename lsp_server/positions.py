@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
-from infill.edits import TextEdit
+from infill.text.edits import TextEdit
 
 UTF8 = types.PositionEncodingKind.Utf8.value
 UTF16 = types.PositionEncodingKind.Utf16.value

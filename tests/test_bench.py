@@ -312,7 +312,7 @@ def test_unknown_kinds_are_refused_before_loading_a_model(capsys):
 
 def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_tokenizer):
     from infill.bench.sizes import format_rows, measure_size
-    from infill.spans import line_span
+    from infill.text.spans import line_span
 
     text = "".join(f"value_{i} = {i} * 2\n" for i in range(40))
     row = measure_size(tiny_tokenizer, text, line_span(text, 20, 20), hidden=32, layers=2,

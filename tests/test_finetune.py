@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from train_fixtures import synthetic_repository, tiny_model
 
-from infill.backend import load_backend
 from infill.errors import InputError
+from infill.models.native import load_backend
 from infill.train import finetune as finetune_module
 from infill.train.cli import main as train_main
 from infill.train.finetune import collect, is_heldout, work_dir

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from infill.kept_context import DocumentContexts, KeptContext, aligned_runs, rotated
-from infill.model import InfillConfig, InfillModel
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.models.native import InfillBackend
+from infill.models.native.model import InfillConfig, InfillModel
 
 VOCAB = 97
 
@@ -187,9 +187,9 @@ def test_reuse_in_a_row_is_bounded_then_a_full_pass_runs():
 
 
 def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(tiny_backend):
-    from infill.canvas import build_canvas
+    from infill.engine.canvas import build_canvas
     from infill.kept_context import context_ids
-    from infill.spans import Span
+    from infill.text.spans import Span
 
     text = "".join(f"value_{i} = compute({i}, scale={i % 5})\n" for i in range(400))
     offset = text.index("value_200")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol.types import Position, Range
 
-from infill.edits import TextEdit, apply_edits
+from infill.text.edits import TextEdit, apply_edits
 from lsp_server.positions import (
     UTF8,
     UTF16,

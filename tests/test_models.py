@@ -19,14 +19,14 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from infill.cli import EXIT_MODEL, EXIT_OK, main
-from infill.decode import span_text
-from infill.document import document_from_bytes
+from infill.engine.decode import span_text
 from infill.errors import ModelError
 from infill.models import load, pick_device, pick_dtype
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import line_span
+from infill.text.document import document_from_bytes
+from infill.text.spans import line_span
 from lsp_server.settings import parse_settings
 
 CODE = '''import math

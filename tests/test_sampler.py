@@ -1,14 +1,14 @@
-"""Tests for infill.sampler: the mechanics of the diffusion sampler, driven by an oracle network."""
+"""Tests for infill.engine.sampler: the mechanics of the diffusion sampler, driven by an oracle network."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from infill.engine.prediction import token_probabilities
+from infill.engine.sampler import Step, order_score, sample, step_cap
 from infill.errors import Cancelled, InputError
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
-from infill.prediction import token_probabilities
-from infill.sampler import Step, order_score, sample, step_cap
 
 
 def ordinary_ids(tokenizer, count: int, seed: int) -> torch.Tensor:
@@ -415,8 +415,8 @@ def test_the_default_step_cap_follows_the_spans_and_a_set_one_is_kept(texts, cap
 
 
 def test_one_line_spans_get_no_refresh_pass_after_the_first():
+    from infill.engine.sampler import step_cap
     from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
-    from infill.sampler import step_cap
 
     one = step_cap(SamplerConfig(), ["x = 1"])
     assert (one.steps, one.cache_refresh) == (ONE_LINE_STEPS, ONE_LINE_STEPS)  # the first pass only

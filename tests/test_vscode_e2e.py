@@ -31,7 +31,7 @@ import warnings
 
 import pytest
 
-from infill.tokenizer import SPECIAL_TOKENS
+from infill.models.native.tokenizer import SPECIAL_TOKENS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "editors" / "vscode"

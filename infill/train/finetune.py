@@ -35,10 +35,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from infill.backend import DEFAULT_MODEL_DIR
 from infill.errors import InputError, ModelError
-from infill.model_info import model_card, native_model_problem
-from infill.tokenizer import CodeTokenizer
+from infill.models.model_info import model_card, native_model_problem
+from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import MAX_CHARS, MIN_CHARS, CorpusFile, ast_spans, looks_generated
 from infill.train.export import export_model, read_log
 from infill.train.masking import MaskMix
@@ -223,9 +223,9 @@ def heldout_table(model_dir: Path, heldout: list[CorpusFile], config: FinetuneCo
     """Fill held-out single lines and blocks with the model; exact match, edit similarity, parse rate."""
     from tqdm import tqdm
 
-    from infill.backend import load_backend
     from infill.bench.quality import parses, score_task, summarize
     from infill.bench.tasks import make_tasks
+    from infill.models.native import load_backend
     from infill.options import InfillOptions
 
     backend = load_backend(model_dir, threads=config.threads)

@@ -1,0 +1,399 @@
+"""The diffusion sampler: turn masked span positions into tokens, a few confident ones per pass.
+
+    x = canvas with every editable position set to <mask>
+    repeat (at most `steps` passes):
+        predict the editable positions with one bidirectional forward pass (over the span
+            positions only, on cached context keys/values, between full passes: see prediction.py)
+        first pass only: fix each span's length (the rest of its budget becomes <null>)
+        re-mask committed tokens whose probability has fallen below `remask_threshold`
+        choose a token for each masked position (temperature, top-p, top-k)
+        commit masked positions of the current block: each above `commit_threshold`, and at
+            least enough of the best ones under the unmasking rule (`order`) to finish the
+            block within its share of the passes
+        stop when a pass finds nothing masked and changes nothing
+
+Positions outside the editable mask are fixed context and never change. Works on a batch of
+canvases (B, L) at once, e.g. several alternatives for one request.
+
+The unmasking rules (Dream's entropy / maskgit_plus / topk_margin, LLaDA's low_confidence, this
+project's left-to-right) are in infill.engine.unmasking. Blocks (`block_length`, LLaDA's and Fast-dLLM's
+semi-autoregressive decoding): each span's positions are cut into blocks of that many, decoded
+left to right; a step commits only inside a row's current block (its first block that still has
+a masked position), and the step cap is split evenly between the blocks. With
+`commit_threshold` set and a step cap of at least the span's length, a step commits every
+position of the block at least that confident and at least the best one: Fast-dLLM's threshold
+decoding (threshold 0.9, block 32 in its Dream setting). A lower step cap commits more per step
+(the quota) so the block still finishes in time.
+
+A denoiser with `expand_id` (DreamOn) decides span lengths by growing and shrinking the span
+while it denoises: infill.engine.expansion runs that loop. A denoiser with neither a null token
+nor expand gets its span lengths from infill.engine.span_length (chosen in the canvas stage,
+infill.engine.pipeline).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING
+
+import torch
+
+from infill.engine.prediction import CanvasPredictor
+from infill.engine.unmasking import choose_tokens, rule_scores, sampling_distribution
+from infill.errors import Cancelled
+from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
+
+
+def step_cap(config: SamplerConfig, span_texts: list[str], positions: int | None = None) -> SamplerConfig:
+    """`config` with its step cap and cache refresh decided for these spans.
+
+    The cap: as set; one per masked position (`positions`) under `cap_per_position` (a
+    published family's steps = new tokens); or ONE_LINE_STEPS when every span's current text is
+    one line or less, else MULTI_LINE_STEPS. (Measured on v2 with syntax retries, 100 held-out
+    tasks per kind: single lines fill as well at 16 steps as at 32, in half the time; blocks
+    and bodies parse more often the fewer tokens a pass commits: 68/79% at 32, 72/85% at 128,
+    where a pass commits one token unless more are confident: docs/measurements.md.)
+
+    The refresh: spans of one line or less get no full pass after the first at the default
+    cache_refresh: 100 held-out lines (`infill-bench quality --kinds line --tasks 100 --seed 0
+    --cache-refresh 8` against `16`) fill as well without it: exact 4.0% both, edit similarity
+    0.577 -> 0.583, parses 91% -> 93% (docs/measurements.md)."""
+    if config.steps is None:
+        if config.cap_per_position and positions:
+            config = replace(config, steps=positions)
+        else:
+            config = replace(config, steps=ONE_LINE_STEPS if one_line(span_texts) else MULTI_LINE_STEPS)
+    if one_line(span_texts) and config.cache_refresh == SamplerConfig.cache_refresh:
+        config = replace(config, cache_refresh=max(config.cache_refresh, config.steps))
+    return config
+
+
+def one_line(span_texts: list[str]) -> bool:
+    """Whether every span's current text is one line or less (an insertion point too)."""
+    return all("\n" not in text and "\r" not in text for text in span_texts)
+
+
+@dataclass
+class Step:
+    """What one pass did (for --show-steps, progress reports and tests)."""
+
+    index: int
+    ids: torch.Tensor  # (B, L) canvas after this step
+    committed: torch.Tensor  # (B, L) bool: positions committed in this step
+    remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
+    masked_left: int
+    retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.engine.repair.retries)
+    restart: int = 0  # 0: the first fill; k: its k-th fresh fill after it kept breaking the syntax
+    cap: int = 0  # the step cap of this denoising run
+
+
+@dataclass
+class SampleStats:
+    steps: int
+    forward_passes: int
+    tokens: int  # editable positions filled (per canvas)
+    revisions: int  # re-maskings (self-corrections) over the whole run
+    seconds: float
+    converged: bool  # False: stopped by the step cap
+    cached_passes: int = 0  # forward passes over the span positions only (cached context)
+    syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.engine.repair.retries)
+    syntax_edits: int = 0  # single-token edits the parser checked (infill.engine.repair.token_edits)
+    syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (repair.fresh_fills)
+    recalled: int = 0  # one-line fills that took a line of the document instead (infill.engine.recall)
+    repair_passes: int = 0  # of forward_passes, those the repair stage made (retries, edits, fresh fills)
+    repair_seconds: float = 0.0  # of seconds, the repair stage's
+
+
+@dataclass
+class SampleResult:
+    ids: torch.Tensor  # (B, L)
+    confidence: torch.Tensor  # (B, L) the model's probability of each final token (1 on context)
+    stats: SampleStats
+    tokens: list[list[list[int]]] | None = None  # [row][step]: the ids each step committed (engine.authors)
+    first_view: tuple[torch.Tensor, torch.Tensor] | None = None  # row 0's first pass, every position
+    #   masked: (columns, log-probabilities (P, vocab)), kept when asked (SamplerConfig.first_view)
+    #   for the recall stage, which ranks lines on it instead of a pass of its own
+
+
+def sample(
+    denoiser: Denoiser,
+    canvas: torch.Tensor,
+    editable: torch.Tensor,
+    config: SamplerConfig,
+    on_step: Callable[[Step], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    finish_now: Callable[[], bool] | None = None,
+) -> SampleResult:
+    """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids). A step cap left to
+    the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap.
+    `finish_now()` true (a deadline passed): the next pass is the last (it commits everything)."""
+    if config.steps is None:
+        config = replace(config, steps=MULTI_LINE_STEPS)
+    if config.length != "given" and expands(denoiser):
+        from infill.engine.expansion import sample_expanding  # (imports this module)
+
+        return sample_expanding(denoiser, canvas, editable, config, on_step, cancelled)
+    started = time.perf_counter()
+    generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+    x = torch.where(editable, torch.full_like(canvas, denoiser.mask_id), canvas)
+    predict = CanvasPredictor(denoiser, editable, config.cache_refresh, keep_first=config.first_view)
+    budget = int(editable[0].sum())
+    padding = torch.zeros_like(editable)
+    decide_length = config.length == "first-pass" and denoiser.null_id is not None
+    fixed_length = config.length in ("first-pass", "given") and denoiser.null_id is not None
+    blocks = block_index(editable, config.block_length)
+    expand_id = getattr(denoiser, "expand_id", None)
+    revisions = torch.zeros_like(canvas)
+    confidence = torch.ones(canvas.shape)
+    total_revisions, passes, converged = 0, 0, False
+    for step in range(config.steps):
+        if cancelled is not None and cancelled():
+            raise Cancelled("sampling cancelled")
+        columns, probs = predict(x)  # (B, P, vocab) at the P positions that may change
+        passes += 1
+        spread = partial(at_columns, x.shape, columns)  # (B, P) values -> (B, L)
+        if decide_length and step == 0:
+            null_p = spread(probs[..., denoiser.null_id], 0.0)
+            content = span_lengths(null_p, editable, config.length_scale)
+            padding = editable & ~content
+            x = torch.where(padding, torch.full_like(x, denoiser.null_id), x)
+            confidence = torch.where(padding, null_p, confidence)
+            editable = content  # the padding is final; only content positions are denoised
+            predict.narrow(editable)
+        masked = editable & (x == denoiser.mask_id)
+        last = step == config.steps - 1 or (finish_now is not None and finish_now())
+
+        # Self-correction: committed tokens the model no longer believes in go back to <mask>.
+        current = spread(probs.gather(-1, x[:, columns, None]).squeeze(-1), 0.0)
+        disbelieved = editable & ~masked & (current < config.remask_threshold)
+        disbelieved &= revisions < config.max_revisions
+        remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
+
+        # A token for every position, and its score under the unmasking rule (over each
+        # position's CANDIDATES most likely tokens when the vocabulary is large).
+        choices, vocab = candidates(probs)
+        if fixed_length:  # no <null> inside a span's content
+            choices = without_token(choices, vocab, denoiser.null_id)
+        elif config.nulls_from_end and denoiser.null_id is not None:
+            null_best = spread(probs.argmax(-1) == denoiser.null_id, False)
+            allowed = null_allowed(x, masked, editable, null_best, denoiser.null_id)
+            choices = without_token(choices, vocab, denoiser.null_id, keep=allowed[:, columns])
+        if expand_id is not None:  # a span grows only in infill.engine.expansion's loop
+            choices = without_token(choices, vocab, expand_id)
+        picked, picked_p, scores = pick(choices, vocab, config, generator)  # (B, P) each
+        predicted = spread(picked, denoiser.mask_id)
+        predicted_p = spread(picked_p, 0.0)
+        score = spread(scores, float("-inf"))
+
+        # Commit: in the current block, everything confident, and at least enough of the best
+        # scored to finish the block in its share of the passes (on the last pass: everything).
+        commit = masked.clone() if last else commit_positions(masked, editable, blocks, score, predicted_p,
+                                                                   config, step)  # fmt: skip
+
+        x = torch.where(commit, predicted, x)
+        x = torch.where(remask, torch.full_like(x, denoiser.mask_id), x)
+        confidence = torch.where(commit, predicted_p, torch.where(editable & ~remask, current, confidence))
+        revisions += remask.long()
+        total_revisions += int(remask.sum())
+        if on_step is not None:
+            masked_left = int((editable & (x == denoiser.mask_id)).sum())
+            newly = commit | padding if step == 0 else commit  # the padding is committed at once
+            on_step(Step(step, x.clone(), newly, remask, masked_left, cap=config.steps))
+        if not masked.any() and not disbelieved.any():
+            converged = True  # this pass found everything committed and believed all of it
+            break
+        if last:
+            break
+    stats = SampleStats(
+        steps=passes,
+        forward_passes=passes,
+        tokens=budget,
+        revisions=total_revisions,
+        seconds=time.perf_counter() - started,
+        converged=converged,
+        cached_passes=passes - predict.full_passes,
+    )
+    return SampleResult(x, confidence, stats, first_view=predict.first_view)
+
+
+CANDIDATES = 256
+"""With a vocabulary larger than LARGE_VOCABULARY, a pass chooses among each position's this many
+most likely tokens: temperature, top-p, top-k, the draw and the unmasking rule's score then cost
+in proportion to them, not to a 152k-token vocabulary (measured: docs/models.md). The most
+likely token and its probability are the same; a draw at temperature 0.2 almost never leaves
+them; entropy and margin are those of the candidates."""
+LARGE_VOCABULARY = 32_768
+
+
+def candidates(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B, P, vocab) probabilities -> the ones a pass chooses from, and their token ids (None:
+    the whole vocabulary, by position; a copy, free to change)."""
+    if probs.size(-1) <= LARGE_VOCABULARY:
+        return probs.clone(), None
+    top = probs.topk(CANDIDATES, dim=-1)
+    return top.values, top.indices
+
+
+def pick(
+    choices: torch.Tensor,
+    vocab: torch.Tensor | None,
+    config: SamplerConfig,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, P, n) choices (`candidates`) -> (B, P) each: the token drawn at every position
+    (temperature, top-p, top-k), the model's own probability of it, and its score under the
+    unmasking rule (`config.order`)."""
+    dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
+    chosen = choose_tokens(dist, config.temperature, generator)  # indices into choices
+    picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    return picked, picked_p, rule_scores(config.order, dist, chosen, picked_p)
+
+
+def without_token(
+    choices: torch.Tensor, vocab: torch.Tensor | None, token: int, keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`choices` with `token` ruled out (probability 0), except at the (B, P) positions `keep`."""
+    if vocab is None:
+        choices[..., token] = 0 if keep is None else choices[..., token] * keep
+        return choices
+    hit = vocab == token
+    if keep is not None:
+        hit &= ~keep.bool()[..., None]
+    return choices.masked_fill(hit, 0.0)
+
+
+def expands(denoiser: Denoiser) -> bool:
+    """Whether the denoiser grows and shrinks spans itself (DreamOn's <|expand|> and end-of-text)."""
+    return getattr(denoiser, "expand_id", None) is not None and denoiser.null_id is not None
+
+
+def commit_positions(
+    masked: torch.Tensor,
+    editable: torch.Tensor,
+    blocks: torch.Tensor,
+    score: torch.Tensor,
+    predicted_p: torch.Tensor,
+    config: SamplerConfig,
+    step: int,
+) -> torch.Tensor:
+    """(B, L) bool: the masked positions a step commits.
+
+    Only positions of a row's current block (its first block with a masked position; see
+    `block_index`; `editable`: the positions still being denoised) are candidates. Of those:
+    each whose token the model gives at least `commit_threshold`, and the `quota` best by
+    `score`, the quota being what finishes the block by its share of the step cap: block j of
+    n ends after step (j + 1) * steps // n, and a block that finishes early leaves its passes
+    to the next. (Spread this way the count per step is LLaDA's: the remainder goes to the
+    first steps.) The last step commits everything."""
+    if step == config.steps - 1:
+        return masked.clone()
+    unfinished = torch.where(masked, blocks, torch.iinfo(torch.long).max)
+    current = unfinished.min(1).values  # (B,)
+    in_block = masked & (blocks == current[:, None])
+    count = torch.where(editable, blocks, 0).max(1).values + 1  # (B,) blocks of each row's spans
+    block_end = (current + 1).clamp_max(count) * config.steps // count
+    quota = torch.ceil(in_block.sum(1) / (block_end - step).clamp_min(1)).long()  # (B,)
+    ranked = torch.where(in_block, score, torch.tensor(float("-inf")))
+    rank = ranked.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+    return in_block & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
+
+
+def block_index(editable: torch.Tensor, block_length: int | None) -> torch.Tensor:
+    """(B, L) long: the block of each editable position, counted from its span's start (a span:
+    a run of editable positions); 0 everywhere when `block_length` is None."""
+    blocks = torch.zeros_like(editable, dtype=torch.long)
+    if block_length is None:
+        return blocks
+    for row in range(editable.size(0)):
+        for start, end in runs(editable[row]):
+            blocks[row, start:end] = torch.arange(end - start) // block_length
+    return blocks
+
+
+def order_score(probs: torch.Tensor, picked_p: torch.Tensor, order: str) -> torch.Tensor:
+    """(B, P), higher first: which of the P positions a pass commits (beyond the confident ones)
+    under `order`, with `probs` as the sampling distribution and `picked_p` the chosen tokens'
+    probability (see infill.engine.unmasking.rule_scores)."""
+    picked = probs.argmax(-1)
+    return rule_scores(order, probs, picked, picked_p)
+
+
+def at_columns(shape: torch.Size, columns: torch.Tensor, values: torch.Tensor, fill) -> torch.Tensor:
+    """A (B, L) tensor holding (B, P) `values` at `columns` and `fill` everywhere else."""
+    full = torch.full(shape, fill, dtype=values.dtype)
+    full[:, columns] = values
+    return full
+
+
+def span_lengths(null_p: torch.Tensor, editable: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """(B, L) bool: the editable positions that hold a span's content; the rest is padding.
+
+    Each span (a run of editable positions) keeps as many leading positions as, on the first pass
+    (every position still masked), the model finds more likely content than <null>: the median
+    length under the model, since padding runs from a span's end. Deciding the length once, up
+    front, avoids the collapse a weak model shows when nulls may grow at any step: each committed
+    null makes its neighbour look like padding too, and the fill ends up a token or two long.
+    `scale` != 1: that length times `scale`, rounded, at least 1 and at most the span's budget."""
+    content = torch.zeros_like(editable)
+    for row in range(editable.size(0)):
+        for start, end in runs(editable[row]):
+            length = int((null_p[row, start:end] < 0.5).sum())
+            if scale != 1:
+                length = max(1, min(end - start, round(length * scale)))
+            content[row, start : start + length] = True
+    return content
+
+
+def runs(flags: torch.Tensor) -> list[tuple[int, int]]:
+    """(start, end) of each run of True in a 1-D bool tensor."""
+    edges = torch.diff(flags.long(), prepend=flags.new_zeros(1).long(), append=flags.new_zeros(1).long())
+    starts = (edges == 1).nonzero().flatten().tolist()
+    ends = (edges == -1).nonzero().flatten().tolist()
+    return list(zip(starts, ends))
+
+
+def null_allowed(
+    x: torch.Tensor, masked: torch.Tensor, editable: torch.Tensor, null_best: torch.Tensor, null_id: int
+) -> torch.Tensor:
+    """Where <null> may be committed now: where every later position of the span is null too.
+
+    Training pads a span's content with nulls at its end, so a null in the middle tells the model
+    that the content is over, and a confident early null would cut the fill short. A position
+    counts as null if it holds one or, still masked, the model's best guess for it is one
+    (`null_best`); nulls are allowed only in the run of such positions that ends the span."""
+    length = x.size(1)
+    index = torch.arange(length).expand_as(x)
+    null_like = torch.where(masked, null_best, x == null_id)
+    content = editable & ~null_like
+
+    def next_after(flags: torch.Tensor) -> torch.Tensor:  # index of the next flagged position after i
+        at = torch.where(flags, index, length)
+        at = torch.cat([at[:, 1:], torch.full_like(at[:, :1], length)], dim=1)
+        return torch.flip(torch.cummin(torch.flip(at, [1]), dim=1).values, [1])
+
+    return editable & (next_after(content) >= next_after(~editable))
+
+
+def merge_stats(parts: list[SampleStats]) -> SampleStats:
+    return SampleStats(
+        steps=sum(p.steps for p in parts),
+        forward_passes=sum(p.forward_passes for p in parts),
+        tokens=sum(p.tokens for p in parts),
+        revisions=sum(p.revisions for p in parts),
+        seconds=sum(p.seconds for p in parts),
+        converged=all(p.converged for p in parts),
+        cached_passes=sum(p.cached_passes for p in parts),
+        syntax_rounds=sum(p.syntax_rounds for p in parts),
+        syntax_edits=sum(p.syntax_edits for p in parts),
+        syntax_restarts=sum(p.syntax_restarts for p in parts),
+        recalled=sum(p.recalled for p in parts),
+        repair_passes=sum(p.repair_passes for p in parts),
+        repair_seconds=sum(p.repair_seconds for p in parts),
+    )
