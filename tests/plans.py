@@ -5,7 +5,7 @@ from __future__ import annotations
 from infill.engine.canvas import Canvas
 from infill.engine.pipeline import Job, lay_out
 from infill.engine.repair import RepairPolicy, repair
-from infill.engine.sampler import SampleResult
+from infill.engine.results import SampleResult
 from infill.models.base import Denoiser
 from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import Document

@@ -326,7 +326,7 @@ def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_toke
 
 
 def test_quality_takes_its_tasks_from_a_repositorys_held_out_files(tiny_backend, monkeypatch, tmp_path):
-    from infill.train.finetune import collect
+    from infill.train.repository import collect
 
     monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
     repo = tmp_path / "repo"

@@ -12,7 +12,7 @@ from samples import AREA_MODULE
 
 from infill.engine.canvas import default_budget
 from infill.engine.decode import span_text
-from infill.engine.sampler import SampleStats, merge_stats
+from infill.engine.results import SampleStats, merge_stats
 from infill.errors import InputError
 from infill.modes.fill import infill
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, InfillOptions, SamplerConfig

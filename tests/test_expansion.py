@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from infill.engine.sampler import Step, sample
+from infill.engine.results import Step
+from infill.engine.sampler import sample
 from infill.modes.alternatives import alternatives
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig

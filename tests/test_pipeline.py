@@ -14,7 +14,7 @@ from samples import AREA_MODULE
 
 from infill.engine.pipeline import Hooks, Job, denoise, lay_out, mask, run
 from infill.engine.repair import RepairPolicy, repair
-from infill.engine.sampler import SampleResult, SampleStats
+from infill.engine.results import SampleResult, SampleStats
 from infill.errors import Cancelled, InputError
 from infill.modes import (
     AlternativesRequest,

@@ -10,7 +10,7 @@ import torch
 
 from infill.engine.canvas import build_canvas
 from infill.engine.recall import Candidate, candidates, recall, whole_line
-from infill.engine.sampler import SampleResult, SampleStats
+from infill.engine.results import SampleResult, SampleStats
 from infill.models.native import DEFAULT_MODEL_DIR, load_backend
 from infill.modes.fill import infill
 from infill.options import InfillOptions

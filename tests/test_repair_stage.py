@@ -20,7 +20,7 @@ from infill.engine.canvas import Canvas
 from infill.engine.decode import filled_text, span_text
 from infill.engine.repair.fresh_fills import FRESH_FILLS
 from infill.engine.repair.problems import tokens_to_remask
-from infill.engine.sampler import SampleResult, SampleStats
+from infill.engine.results import SampleResult, SampleStats
 from infill.errors import InputError
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig

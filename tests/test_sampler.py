@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from infill.engine.prediction import token_probabilities
-from infill.engine.sampler import Step, order_score, sample, step_cap
+from infill.engine.results import Step
+from infill.engine.sampler import order_score, sample, step_cap
 from infill.errors import Cancelled, InputError
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
 

@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from infill.engine.sampler import Step, sample
+from infill.engine.results import Step
+from infill.engine.sampler import sample
 from infill.engine.unmasking import rule_scores, sampling_distribution
 from infill.errors import InputError
 from infill.options import ORDERS, SamplerConfig

@@ -241,7 +241,7 @@ def plot_curve(curve: dict[str, dict[int, dict]], path: Path, title: str = "") -
 def repository_sources(root: Path) -> list[tuple[str, str]]:
     """(path, text) of the files of the repository under `root` that `infill-train finetune`
     holds out (never trains on), those that parse."""
-    from infill.train.finetune import collect
+    from infill.train.repository import collect
 
     files = collect(root, report=lambda message: None)
     return [(f.path, f.text) for f in files.heldout if parses(f.text)]

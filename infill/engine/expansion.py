@@ -42,16 +42,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.prediction import CanvasPredictor
-from infill.engine.sampler import (
-    SampleResult,
-    SampleStats,
-    Step,
-    candidates,
-    commit_positions,
-    pick,
-    runs,
-    without_token,
-)
+from infill.engine.results import SampleResult, SampleStats, Step
+from infill.engine.unmasking import candidates, commit_positions, pick, runs, without_token
 from infill.errors import Cancelled
 from infill.options import SamplerConfig
 

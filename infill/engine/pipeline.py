@@ -30,7 +30,8 @@ from infill.engine.canvas import Canvas, build_canvas
 from infill.engine.decode import rows_texts
 from infill.engine.recall import recall
 from infill.engine.repair import RepairPolicy, repair
-from infill.engine.sampler import SampleResult, SampleStats, Step, merge_stats, sample, step_cap
+from infill.engine.results import SampleResult, SampleStats, Step, merge_stats
+from infill.engine.sampler import sample, step_cap
 from infill.engine.span_length import choose_lengths, needs_scored_lengths
 from infill.errors import Cancelled, InputError
 from infill.options import SamplerConfig

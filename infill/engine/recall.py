@@ -31,7 +31,7 @@ import torch
 from infill.engine.canvas import Canvas, Slot
 from infill.engine.decode import slot_texts, spliced
 from infill.engine.prediction import exact_logits_at
-from infill.engine.sampler import SampleResult
+from infill.engine.results import SampleResult
 from infill.kept_context import without_kept_context
 from infill.text.document import Document
 from infill.text.spans import Span

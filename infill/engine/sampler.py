@@ -35,14 +35,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
 
+from infill.engine.expansion import sample_expanding
 from infill.engine.prediction import CanvasPredictor
-from infill.engine.unmasking import choose_tokens, rule_scores, sampling_distribution
+from infill.engine.results import SampleResult, SampleStats, Step
+from infill.engine.unmasking import candidates, commit_positions, pick, rule_scores, runs, without_token
 from infill.errors import Cancelled
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
 
@@ -79,48 +81,6 @@ def one_line(span_texts: list[str]) -> bool:
     return all("\n" not in text and "\r" not in text for text in span_texts)
 
 
-@dataclass
-class Step:
-    """What one pass did (for --show-steps, progress reports and tests)."""
-
-    index: int
-    ids: torch.Tensor  # (B, L) canvas after this step
-    committed: torch.Tensor  # (B, L) bool: positions committed in this step
-    remasked: torch.Tensor  # (B, L) bool: committed tokens that were masked again
-    masked_left: int
-    retry: int = 0  # 0: the fill itself; k: its k-th syntax retry (infill.engine.repair.retries)
-    restart: int = 0  # 0: the first fill; k: its k-th fresh fill after it kept breaking the syntax
-    cap: int = 0  # the step cap of this denoising run
-
-
-@dataclass
-class SampleStats:
-    steps: int
-    forward_passes: int
-    tokens: int  # editable positions filled (per canvas)
-    revisions: int  # re-maskings (self-corrections) over the whole run
-    seconds: float
-    converged: bool  # False: stopped by the step cap
-    cached_passes: int = 0  # forward passes over the span positions only (cached context)
-    syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.engine.repair.retries)
-    syntax_edits: int = 0  # single-token edits the parser checked (infill.engine.repair.token_edits)
-    syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (repair.fresh_fills)
-    recalled: int = 0  # one-line fills that took a line of the document instead (infill.engine.recall)
-    repair_passes: int = 0  # of forward_passes, those the repair stage made (retries, edits, fresh fills)
-    repair_seconds: float = 0.0  # of seconds, the repair stage's
-
-
-@dataclass
-class SampleResult:
-    ids: torch.Tensor  # (B, L)
-    confidence: torch.Tensor  # (B, L) the model's probability of each final token (1 on context)
-    stats: SampleStats
-    tokens: list[list[list[int]]] | None = None  # [row][step]: the ids each step committed (engine.authors)
-    first_view: tuple[torch.Tensor, torch.Tensor] | None = None  # row 0's first pass, every position
-    #   masked: (columns, log-probabilities (P, vocab)), kept when asked (SamplerConfig.first_view)
-    #   for the recall stage, which ranks lines on it instead of a pass of its own
-
-
 def sample(
     denoiser: Denoiser,
     canvas: torch.Tensor,
@@ -136,8 +96,6 @@ def sample(
     if config.steps is None:
         config = replace(config, steps=MULTI_LINE_STEPS)
     if config.length != "given" and expands(denoiser):
-        from infill.engine.expansion import sample_expanding  # (imports this module)
-
         return sample_expanding(denoiser, canvas, editable, config, on_step, cancelled)
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
@@ -222,87 +180,9 @@ def sample(
     return SampleResult(x, confidence, stats, first_view=predict.first_view)
 
 
-CANDIDATES = 256
-"""With a vocabulary larger than LARGE_VOCABULARY, a pass chooses among each position's this many
-most likely tokens: temperature, top-p, top-k, the draw and the unmasking rule's score then cost
-in proportion to them, not to a 152k-token vocabulary (measured: docs/models.md). The most
-likely token and its probability are the same; a draw at temperature 0.2 almost never leaves
-them; entropy and margin are those of the candidates."""
-LARGE_VOCABULARY = 32_768
-
-
-def candidates(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(B, P, vocab) probabilities -> the ones a pass chooses from, and their token ids (None:
-    the whole vocabulary, by position; a copy, free to change)."""
-    if probs.size(-1) <= LARGE_VOCABULARY:
-        return probs.clone(), None
-    top = probs.topk(CANDIDATES, dim=-1)
-    return top.values, top.indices
-
-
-def pick(
-    choices: torch.Tensor,
-    vocab: torch.Tensor | None,
-    config: SamplerConfig,
-    generator: torch.Generator | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(B, P, n) choices (`candidates`) -> (B, P) each: the token drawn at every position
-    (temperature, top-p, top-k), the model's own probability of it, and its score under the
-    unmasking rule (`config.order`)."""
-    dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
-    chosen = choose_tokens(dist, config.temperature, generator)  # indices into choices
-    picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-    picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-    return picked, picked_p, rule_scores(config.order, dist, chosen, picked_p)
-
-
-def without_token(
-    choices: torch.Tensor, vocab: torch.Tensor | None, token: int, keep: torch.Tensor | None = None
-) -> torch.Tensor:
-    """`choices` with `token` ruled out (probability 0), except at the (B, P) positions `keep`."""
-    if vocab is None:
-        choices[..., token] = 0 if keep is None else choices[..., token] * keep
-        return choices
-    hit = vocab == token
-    if keep is not None:
-        hit &= ~keep.bool()[..., None]
-    return choices.masked_fill(hit, 0.0)
-
-
 def expands(denoiser: Denoiser) -> bool:
     """Whether the denoiser grows and shrinks spans itself (DreamOn's <|expand|> and end-of-text)."""
     return getattr(denoiser, "expand_id", None) is not None and denoiser.null_id is not None
-
-
-def commit_positions(
-    masked: torch.Tensor,
-    editable: torch.Tensor,
-    blocks: torch.Tensor,
-    score: torch.Tensor,
-    predicted_p: torch.Tensor,
-    config: SamplerConfig,
-    step: int,
-) -> torch.Tensor:
-    """(B, L) bool: the masked positions a step commits.
-
-    Only positions of a row's current block (its first block with a masked position; see
-    `block_index`; `editable`: the positions still being denoised) are candidates. Of those:
-    each whose token the model gives at least `commit_threshold`, and the `quota` best by
-    `score`, the quota being what finishes the block by its share of the step cap: block j of
-    n ends after step (j + 1) * steps // n, and a block that finishes early leaves its passes
-    to the next. (Spread this way the count per step is LLaDA's: the remainder goes to the
-    first steps.) The last step commits everything."""
-    if step == config.steps - 1:
-        return masked.clone()
-    unfinished = torch.where(masked, blocks, torch.iinfo(torch.long).max)
-    current = unfinished.min(1).values  # (B,)
-    in_block = masked & (blocks == current[:, None])
-    count = torch.where(editable, blocks, 0).max(1).values + 1  # (B,) blocks of each row's spans
-    block_end = (current + 1).clamp_max(count) * config.steps // count
-    quota = torch.ceil(in_block.sum(1) / (block_end - step).clamp_min(1)).long()  # (B,)
-    ranked = torch.where(in_block, score, torch.tensor(float("-inf")))
-    rank = ranked.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
-    return in_block & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
 
 
 def block_index(editable: torch.Tensor, block_length: int | None) -> torch.Tensor:
@@ -351,14 +231,6 @@ def span_lengths(null_p: torch.Tensor, editable: torch.Tensor, scale: float = 1.
     return content
 
 
-def runs(flags: torch.Tensor) -> list[tuple[int, int]]:
-    """(start, end) of each run of True in a 1-D bool tensor."""
-    edges = torch.diff(flags.long(), prepend=flags.new_zeros(1).long(), append=flags.new_zeros(1).long())
-    starts = (edges == 1).nonzero().flatten().tolist()
-    ends = (edges == -1).nonzero().flatten().tolist()
-    return list(zip(starts, ends))
-
-
 def null_allowed(
     x: torch.Tensor, masked: torch.Tensor, editable: torch.Tensor, null_best: torch.Tensor, null_id: int
 ) -> torch.Tensor:
@@ -381,19 +253,3 @@ def null_allowed(
     return editable & (next_after(content) >= next_after(~editable))
 
 
-def merge_stats(parts: list[SampleStats]) -> SampleStats:
-    return SampleStats(
-        steps=sum(p.steps for p in parts),
-        forward_passes=sum(p.forward_passes for p in parts),
-        tokens=sum(p.tokens for p in parts),
-        revisions=sum(p.revisions for p in parts),
-        seconds=sum(p.seconds for p in parts),
-        converged=all(p.converged for p in parts),
-        cached_passes=sum(p.cached_passes for p in parts),
-        syntax_rounds=sum(p.syntax_rounds for p in parts),
-        syntax_edits=sum(p.syntax_edits for p in parts),
-        syntax_restarts=sum(p.syntax_restarts for p in parts),
-        recalled=sum(p.recalled for p in parts),
-        repair_passes=sum(p.repair_passes for p in parts),
-        repair_seconds=sum(p.repair_seconds for p in parts),
-    )

@@ -28,7 +28,12 @@ same softmax(logits / T).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from infill.options import SamplerConfig
 
 RULES = ("maskgit_plus", "topk_margin", "entropy", "low_confidence", "left-to-right")
 ALIASES = {"confidence": "low_confidence", "margin": "topk_margin"}  # this project's older names
@@ -94,3 +99,94 @@ def rule_scores(rule: str, dist: torch.Tensor, picked: torch.Tensor, model_p: to
     if rule == "left-to-right":  # the P positions are in canvas order: the first scores highest
         return torch.arange(dist.size(1), 0, -1, dtype=dist.dtype).expand(picked.shape) / dist.size(1)
     raise ValueError(f"unknown unmasking rule {rule!r}")
+
+
+# ------------------------------------------------- one pass: the tokens drawn, the positions committed
+
+
+CANDIDATES = 256
+"""With a vocabulary larger than LARGE_VOCABULARY, a pass chooses among each position's this many
+most likely tokens: temperature, top-p, top-k, the draw and the unmasking rule's score then cost
+in proportion to them, not to a 152k-token vocabulary (measured: docs/models.md). The most
+likely token and its probability are the same; a draw at temperature 0.2 almost never leaves
+them; entropy and margin are those of the candidates."""
+
+
+LARGE_VOCABULARY = 32_768
+
+
+def candidates(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B, P, vocab) probabilities -> the ones a pass chooses from, and their token ids (None:
+    the whole vocabulary, by position; a copy, free to change)."""
+    if probs.size(-1) <= LARGE_VOCABULARY:
+        return probs.clone(), None
+    top = probs.topk(CANDIDATES, dim=-1)
+    return top.values, top.indices
+
+
+def pick(
+    choices: torch.Tensor,
+    vocab: torch.Tensor | None,
+    config: SamplerConfig,
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, P, n) choices (`candidates`) -> (B, P) each: the token drawn at every position
+    (temperature, top-p, top-k), the model's own probability of it, and its score under the
+    unmasking rule (`config.order`)."""
+    dist = sampling_distribution(choices, config.temperature, config.top_p, config.top_k)
+    chosen = choose_tokens(dist, config.temperature, generator)  # indices into choices
+    picked = chosen if vocab is None else vocab.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    picked_p = choices.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+    return picked, picked_p, rule_scores(config.order, dist, chosen, picked_p)
+
+
+def without_token(
+    choices: torch.Tensor, vocab: torch.Tensor | None, token: int, keep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`choices` with `token` ruled out (probability 0), except at the (B, P) positions `keep`."""
+    if vocab is None:
+        choices[..., token] = 0 if keep is None else choices[..., token] * keep
+        return choices
+    hit = vocab == token
+    if keep is not None:
+        hit &= ~keep.bool()[..., None]
+    return choices.masked_fill(hit, 0.0)
+
+
+def commit_positions(
+    masked: torch.Tensor,
+    editable: torch.Tensor,
+    blocks: torch.Tensor,
+    score: torch.Tensor,
+    predicted_p: torch.Tensor,
+    config: SamplerConfig,
+    step: int,
+) -> torch.Tensor:
+    """(B, L) bool: the masked positions a step commits.
+
+    Only positions of a row's current block (its first block with a masked position; see
+    `block_index`; `editable`: the positions still being denoised) are candidates. Of those:
+    each whose token the model gives at least `commit_threshold`, and the `quota` best by
+    `score`, the quota being what finishes the block by its share of the step cap: block j of
+    n ends after step (j + 1) * steps // n, and a block that finishes early leaves its passes
+    to the next. (Spread this way the count per step is LLaDA's: the remainder goes to the
+    first steps.) The last step commits everything."""
+    if step == config.steps - 1:
+        return masked.clone()
+    unfinished = torch.where(masked, blocks, torch.iinfo(torch.long).max)
+    current = unfinished.min(1).values  # (B,)
+    in_block = masked & (blocks == current[:, None])
+    count = torch.where(editable, blocks, 0).max(1).values + 1  # (B,) blocks of each row's spans
+    block_end = (current + 1).clamp_max(count) * config.steps // count
+    quota = torch.ceil(in_block.sum(1) / (block_end - step).clamp_min(1)).long()  # (B,)
+    ranked = torch.where(in_block, score, torch.tensor(float("-inf")))
+    rank = ranked.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+    return in_block & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
+
+
+def runs(flags: torch.Tensor) -> list[tuple[int, int]]:
+    """(start, end) of each run of True in a 1-D bool tensor."""
+    edges = torch.diff(flags.long(), prepend=flags.new_zeros(1).long(), append=flags.new_zeros(1).long())
+    starts = (edges == 1).nonzero().flatten().tolist()
+    ends = (edges == -1).nonzero().flatten().tolist()
+    return list(zip(starts, ends))

@@ -74,7 +74,7 @@ def load(
     if trust_remote_code:
         from infill.models.remote import load_remote
 
-        return load_remote(directory, config, device, dtype)
+        return load_remote(directory, config, device, dtype, family)
     denoiser = family.load(directory, config, device, dtype)
     quantize_network(denoiser.network, quantize, device, dtype)
     return denoiser

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from infill.engine.canvas import Canvas
 from infill.engine.pipeline import Filled, Hooks, Job, run
 from infill.engine.repair import RepairPolicy
-from infill.engine.sampler import SampleStats, Step
+from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
 from infill.options import InfillOptions
 from infill.text.document import Document

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from infill.engine.canvas import Canvas
 from infill.engine.pipeline import Filled, Hooks, Job, jobs_of, run
 from infill.engine.repair import RepairPolicy
-from infill.engine.sampler import SampleStats, Step
+from infill.engine.results import SampleStats, Step
 from infill.options import MULTI_LINE_STEPS, InfillOptions
 from infill.text import doc_comments
 from infill.text.docstring_sites import DocstringSite

@@ -21,7 +21,7 @@ from infill.engine.authors.run import AUTHORS_CONTEXT, denoise_stage, hole_budge
 from infill.engine.canvas import Canvas
 from infill.engine.pipeline import Filled, Hooks, Job, run
 from infill.engine.repair import RepairPolicy
-from infill.engine.sampler import SampleStats, Step
+from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
 from infill.options import InfillOptions
 from infill.text.document import Document

@@ -43,7 +43,7 @@ from infill.engine.canvas import Canvas, Slot
 from infill.engine.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
 from infill.engine.prediction import allowed_softmax, exact_logits_at, token_probabilities
 from infill.engine.repair import RepairPolicy
-from infill.engine.sampler import SampleStats, Step
+from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
 from infill.kept_context import without_kept_context
 from infill.options import FixOptions

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from infill.engine.pipeline import Filled, Job
 from infill.engine.repair import RepairPolicy
-from infill.engine.sampler import SampleStats
+from infill.engine.results import SampleStats
 from infill.options import InfillOptions
 from infill.text.document import Document
 from infill.text.spans import Span, validate_spans

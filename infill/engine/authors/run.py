@@ -12,7 +12,8 @@ from collections.abc import Callable
 import torch
 
 from infill.engine.authors import LoopResult, dream, dreamon, llada, loop_family, open_dcoder
-from infill.engine.sampler import SampleResult, SampleStats, runs
+from infill.engine.results import SampleResult, SampleStats
+from infill.engine.unmasking import runs
 from infill.errors import InputError, TimedOut
 from infill.options import AuthorsSettings, SamplerConfig
 

@@ -25,7 +25,8 @@ from infill.engine.repair.problems import FillProblems
 from infill.engine.repair.retries import retry
 from infill.engine.repair.rows import Rows
 from infill.engine.repair.token_edits import edit_rows
-from infill.engine.sampler import SampleResult, Step, one_line
+from infill.engine.results import SampleResult, Step
+from infill.engine.sampler import one_line
 from infill.errors import InputError
 from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import Document

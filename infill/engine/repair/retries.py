@@ -25,7 +25,8 @@ import torch
 
 from infill.engine.repair.problems import FillProblems
 from infill.engine.repair.rows import TEMPERATURE, Rows
-from infill.engine.sampler import Step, sample
+from infill.engine.results import Step
+from infill.engine.sampler import sample
 from infill.options import SamplerConfig
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)

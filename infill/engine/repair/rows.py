@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from infill.engine.sampler import SampleResult, SampleStats, merge_stats
+from infill.engine.results import SampleResult, SampleStats, merge_stats
 from infill.text.syntax import SyntaxProblem
 
 TEMPERATURE = 0.8  # sampling temperature of a retry and of a fresh fill (at 0 the model, asked again,

@@ -38,7 +38,7 @@ from infill.engine.canvas import Canvas, Slot
 from infill.engine.prediction import token_probabilities
 from infill.engine.repair.problems import FillProblems
 from infill.engine.repair.rows import Rows
-from infill.engine.sampler import SampleStats
+from infill.engine.results import SampleStats
 from infill.errors import Cancelled
 from infill.text.syntax import SyntaxProblem
 
