@@ -5,7 +5,7 @@ parses the document with tree-sitter to find the node at the cursor, the syntax 
 range and the definitions without a docstring, and returns *unresolved* actions whose ``data``
 says what to do (:class:`ActionData`: ``{uri, version, mode, kind, start, end}``, offsets in
 characters of the document text at that version). :func:`run_action` runs the model on that data
-and returns our edits; :func:`resolve` makes them a ``WorkspaceEdit``.
+and returns our edits; :func:`workspace_edit` makes them a ``WorkspaceEdit``.
 
 What resolving does, by ``mode``:
 
@@ -407,23 +407,6 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
     summary = f"{len(written)} of {len(sites)} {noun}(s) written ({names}), {_steps(result.stats)}"
     reasons = sorted({fill.reason for fill in result.fills if fill.reason})
     return Outcome(result.edits, summary, None if written else "; ".join(reasons) or f"no {noun} written")
-
-
-def resolve(
-    denoiser: Denoiser,
-    text: str,
-    data: ActionData,
-    options: InfillOptions | None = None,
-    encoding: str = UTF16,
-    document_changes: bool = True,
-    on_step: Callable[[Any, Any], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-    annotate: bool = False,
-    language: Language = PYTHON,
-) -> types.WorkspaceEdit:
-    """:func:`run_action`, its edits made a ``WorkspaceEdit`` (see :func:`workspace_edit`)."""
-    outcome = run_action(denoiser, text, data, options, on_step, cancelled, language=language)
-    return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
 
 
 def workspace_edit(

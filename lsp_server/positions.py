@@ -109,15 +109,6 @@ def range_to_offsets(text: str, lsp_range: types.Range, encoding: str = UTF16) -
     return start, end
 
 
-def offsets_to_range(text: str, start: int, end: int, encoding: str = UTF16) -> types.Range:
-    """LSP range of the characters ``[start, end)`` of ``text``."""
-    starts = line_starts(text)
-    return types.Range(
-        start=offset_to_position(text, start, encoding, starts=starts),
-        end=offset_to_position(text, end, encoding, starts=starts),
-    )
-
-
 def to_lsp_edits(text: str, edits: Sequence[TextEdit], encoding: str = UTF16) -> list[types.TextEdit]:
     """Our edits (character offsets into ``text``) as LSP text edits, in text order.
 

@@ -118,10 +118,6 @@ class Settings:
             options.sampler = with_recommended(options.sampler, denoiser, explicit)
         return options
 
-    def needs_reload(self, other: Settings) -> bool:
-        """Whether going from these settings to ``other`` needs the model loaded again."""
-        return self.model_key() != other.model_key()
-
     def model_key(self) -> tuple:
         """What `infill.models.load` is called with: a change means loading the model again."""
         return (self.model_path, self.threads, self.device, self.dtype, self.trust_remote_code, self.quantize)

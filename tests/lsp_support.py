@@ -12,6 +12,10 @@ import sys
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from infill.text.languages import PYTHON
+from lsp_server.actions import run_action, workspace_edit
+from lsp_server.positions import UTF16, offset_to_position
+
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server.server"])
 CONTENT_MODIFIED, REQUEST_CANCELLED, REQUEST_FAILED = -32801, -32800, -32803
 
@@ -114,3 +118,18 @@ async def list_actions(
         context=types.CodeActionContext(diagnostics=diagnostics or []),
     )
     return list(await client.text_document_code_action_async(params))
+
+
+def offsets_to_range(text: str, start: int, end: int, encoding: str = UTF16) -> types.Range:
+    """The LSP range of the characters ``[start, end)`` of ``text``."""
+    return types.Range(
+        start=offset_to_position(text, start, encoding), end=offset_to_position(text, end, encoding)
+    )
+
+
+def resolve(denoiser, text: str, data, options=None, encoding: str = UTF16, document_changes: bool = True,
+            on_step=None, cancelled=None, annotate: bool = False, language=PYTHON) -> types.WorkspaceEdit:
+    """What the server's codeAction/resolve answers: `run_action`'s edits as a ``WorkspaceEdit``."""
+    outcome = run_action(denoiser, text, data, options, on_step, cancelled, language=language)
+    return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
+

@@ -23,6 +23,7 @@ import pytest
 import utf16_client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lsp_support import offsets_to_range
 from lsprotocol.types import Position
 
 from infill.text.document import document_from_bytes
@@ -33,7 +34,6 @@ from lsp_server.positions import (
     UTF32,
     PositionError,
     offset_to_position,
-    offsets_to_range,
     position_to_offset,
     range_to_offsets,
     to_lsp_edits,

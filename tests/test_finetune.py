@@ -20,6 +20,8 @@ from infill.train.cli import main as train_main
 from infill.train.finetune import work_dir
 from infill.train.repository import collect, is_heldout
 
+pytestmark = pytest.mark.training  # infill.train
+
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--minutes", "5", "--steps", "80", "--kinds", "line", "--tasks", "2", "--batch-size", "8"]
 FAST += ["--lr", "3e-3"]

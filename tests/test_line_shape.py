@@ -14,7 +14,7 @@ import pathlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_support import tiny_model_dir
+from lsp_support import resolve, tiny_model_dir
 
 from infill.cli import main
 from infill.models.native import load_backend
@@ -181,7 +181,7 @@ def test_server_edits_fill_a_linewise_selection_with_whole_lines(tiny, case):
     text, first, last = case
     start, end = line_offset(text, first), line_offset(text, last + 1)
     data = actions.ActionData("file:///x.py", 1, actions.SELECTION, start, end, actions.FILL)
-    edit = actions.resolve(tiny, text, data, OPTIONS)
+    edit = resolve(tiny, text, data, OPTIONS)
     [document_edit] = edit.document_changes or [None]
     assert_whole_lines_replaced(text, apply_lsp_edits(text, document_edit.edits), first, last)
 

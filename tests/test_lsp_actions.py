@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from lsp_support import resolve
 
 from infill.errors import Cancelled, InputError
 from infill.modes.inline import SYNTAX_EDITS
@@ -17,7 +18,6 @@ from lsp_server.actions import (
     kind_allowed,
     node_at_cursor,
     quick_fixes,
-    resolve,
     run_action,
     text_document,
 )

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from lsp_support import resolve
 from lsprotocol import types
 from plans import plan_canvases
 from samples import AREA_MODULE
@@ -31,7 +32,6 @@ from lsp_server.actions import (
     code_actions,
     list_actions,
     quick_fixes,
-    resolve,
     run_action,
     workspace_edit,
 )

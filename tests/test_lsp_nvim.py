@@ -26,6 +26,8 @@ import pytest
 from external import require_program
 from lsp_support import contrarian_model_dir, tiny_model_dir
 
+pytestmark = pytest.mark.external  # Neovim, and the language server as another process
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "nvim" / "fill_action.lua"
 PLUGIN = ROOT / "editors" / "nvim"

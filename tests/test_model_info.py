@@ -74,6 +74,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.external
 @pytest.mark.asyncio
 async def test_the_server_names_its_model_at_initialize_and_when_it_loads_it(client: LanguageClient):
     info = client.initialize_result.server_info

@@ -367,6 +367,7 @@ async def named_client(lsp_client: LanguageClient, hub):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.external
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_server_setting_model_path_takes_a_name(named_client: LanguageClient, hub):
     assert "model: org/dream (" in named_client.initialize_result.server_info.version

@@ -25,6 +25,8 @@ from lsp_support import tiny_model_dir
 from infill.docstrings_hook import EXIT_CHANGED, EXIT_INPUT, EXIT_OK, main
 from infill.text.docstring_sites import missing_docstrings
 
+pytestmark = pytest.mark.external  # pre-commit, running the hook as another process
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ENTRY = pathlib.Path(sys.executable).parent / "infill-docstrings"
 

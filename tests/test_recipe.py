@@ -34,6 +34,8 @@ from infill.train.recipe import (
 )
 from infill.train.train import StopSignal
 
+pytestmark = pytest.mark.training  # infill.train
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -7,7 +7,8 @@ import torch
 
 from infill.engine.prediction import token_probabilities
 from infill.engine.results import Step
-from infill.engine.sampler import order_score, sample, step_cap
+from infill.engine.sampler import sample, step_cap
+from infill.engine.unmasking import rule_scores
 from infill.errors import Cancelled, InputError
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
 
@@ -98,6 +99,12 @@ def test_left_to_right_order_commits_the_first_masked_positions_whatever_their_c
     for index, step in enumerate(steps[:4]):
         assert step.committed[0].nonzero().flatten().tolist() == list(range(4 + 4 * index, 8 + 4 * index))
     assert torch.equal(result.ids[0], target)
+
+
+def order_score(probs: torch.Tensor, picked_p: torch.Tensor, order: str) -> torch.Tensor:
+    """(B, P), higher first: which positions a pass commits first under `order`, the most likely
+    tokens picked (`picked_p`: their probability)."""
+    return rule_scores(order, probs, probs.argmax(-1), picked_p)
 
 
 def test_margin_order_prefers_a_clear_winner_to_a_likelier_but_contested_token():

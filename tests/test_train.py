@@ -31,6 +31,8 @@ from infill.train.masking import (
 )
 from infill.train.train import TrainConfig, batches
 
+pytestmark = pytest.mark.training  # infill.train
+
 MODULE = '''"""A module."""
 
 

@@ -33,6 +33,8 @@ import pytest
 
 from infill.models.native.tokenizer import SPECIAL_TOKENS
 
+pytestmark = pytest.mark.external  # code-server, Chromium, and the language server as another process
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "editors" / "vscode"
 CACHE = EXTENSION / ".e2e-cache"

@@ -44,7 +44,7 @@ import torch
 from infill.engine.expansion import sample_expanding
 from infill.engine.prediction import CanvasPredictor
 from infill.engine.results import SampleResult, SampleStats, Step
-from infill.engine.unmasking import candidates, commit_positions, pick, rule_scores, runs, without_token
+from infill.engine.unmasking import candidates, commit_positions, pick, runs, without_token
 from infill.errors import Cancelled
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
 
@@ -195,14 +195,6 @@ def block_index(editable: torch.Tensor, block_length: int | None) -> torch.Tenso
         for start, end in runs(editable[row]):
             blocks[row, start:end] = torch.arange(end - start) // block_length
     return blocks
-
-
-def order_score(probs: torch.Tensor, picked_p: torch.Tensor, order: str) -> torch.Tensor:
-    """(B, P), higher first: which of the P positions a pass commits (beyond the confident ones)
-    under `order`, with `probs` as the sampling distribution and `picked_p` the chosen tokens'
-    probability (see infill.engine.unmasking.rule_scores)."""
-    picked = probs.argmax(-1)
-    return rule_scores(order, probs, picked, picked_p)
 
 
 def at_columns(shape: torch.Size, columns: torch.Tensor, values: torch.Tensor, fill) -> torch.Tensor:
