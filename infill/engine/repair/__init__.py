@@ -5,7 +5,7 @@
     token edits  then single-token edits, each checked by the parser (infill.engine.repair.token_edits)
     fresh fills  then draw a still-broken fill again from scratch, with its own retries and
                  edits (infill.engine.repair.fresh_fills); spans of several lines only (single lines
-                 parse as often without them: README, Measuring)
+                 parse as often without them: docs/measurements.md)
 
 Which steps run, and how many times, is the request's RepairPolicy: every mode goes through
 this one stage, with its own policy (fix mode, for one, repairs only spans that had a syntax

@@ -8,12 +8,12 @@
 A fresh fill is also of another length: the first fill's was the model's median guess, and a
 fill that went wrong as a whole at that length often parses at another. (v2, 100 held-out blocks
 and 100 bodies, one fresh fill: its length x1.0 77/90% parse, x1.3 80/92%, x0.7 80/95%, x0.5
-78/97%; edit similarity the same: see README, Measuring.) Fresh fills that differ from each
+78/97%; edit similarity the same: docs/measurements.md.) Fresh fills that differ from each
 other mend more fills between them than draws alike: of 99 of 300 held-out blocks still broken
 after their retries and edits, each of 12 kinds of fresh fill mended 12-36 and all 12 together
 74 (docs/fresh_fill_kinds_blocks300.json). FRESH_FILLS was picked from them (left-to-right
 order mends other blocks than confidence order does; lengths x1.3 and x1.6 mended fewest), then
-measured on other blocks (README, Measuring).
+measured on other blocks (docs/measurements.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 This is self-correction with the parser as the judge: a masked diffusion model can revise any
 token it committed, with context on both sides, so the broken part is re-drawn in place while
 the rest of the fill stays. (Re-masking just the tokens a problem touches, rather than whole
-lines, kept more fills parsing and closer to the original: see README, Measuring.) The retry
+lines, kept more fills parsing and closer to the original: docs/measurements.md.) The retry
 samples at a temperature (seeded, so a request gives the same result each time): at
 temperature 0 the model, asked the same question, would mostly say the same thing again.
 """
