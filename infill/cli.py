@@ -31,14 +31,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from infill import __version__
-from infill.docstring_sites import missing_docstrings
-from infill.document import Document, load_document, write_atomic
-from infill.edits import TextEdit, apply_edits, edits_to_json, unified_diff
+from infill.engine.pipeline import Canvas, Hooks, SampleStats, Step, run
 from infill.errors import InputError, ModelError, TimedOut
-from infill.languages import LANGUAGES, PYTHON, Language, detect
-from infill.model_info import language_notice, model_card
 from infill.models import load
 from infill.models.defaults import PUBLISHED_PASS_BUDGET, TUNABLE, recommended_pass_budget, with_recommended
+from infill.models.model_info import language_notice, model_card
 from infill.modes import (
     AlternativesRequest,
     Candidate,
@@ -63,8 +60,11 @@ from infill.options import (
     InfillOptions,
     SamplerConfig,
 )
-from infill.pipeline import Canvas, Hooks, SampleStats, Step, run
-from infill.spans import Span, node_span, parse_lines, parse_range, validate_spans
+from infill.text.docstring_sites import missing_docstrings
+from infill.text.document import Document, load_document, write_atomic
+from infill.text.edits import TextEdit, apply_edits, edits_to_json, unified_diff
+from infill.text.languages import LANGUAGES, PYTHON, Language, detect
+from infill.text.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
 EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_TIMED_OUT, EXIT_INTERRUPTED = 0, 2, 3, 124, 130
 
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "--protocol authors nothing is kept and the exit code is 124")
     sampler.add_argument("--no-recall", dest="recall", action="store_false",
                          help="never let a one-line fill take a line of the file the model ranks higher "
-                         "than its own fill (infill.recall)")
+                         "than its own fill (infill.engine.recall)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=FixOptions.threshold, metavar="P",
                          help="--fix flags tokens whose probability is below P (default %(default)s)")
@@ -329,7 +329,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def read_document(path: Path, language: str | None) -> Document:
-    """The file, in the language ``--language`` names or its extension tells (infill.languages);
+    """The file, in the language ``--language`` names or its extension tells (infill.text.languages);
     what to say about that language (filled as text, say) is said here, once."""
     document = load_document(path)
     first_line = document.text.split("\n", 1)[0] if document.text.startswith("#!") else ""

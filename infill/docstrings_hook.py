@@ -5,8 +5,8 @@
 
 Each function and class without documentation gets it written by the model
 (`infill.modes.docstrings`, as `infill FILE --document` does): Python docstrings, and in the
-other languages of infill.languages a comment of the language's convention (JSDoc, Javadoc,
-Doxygen, rustdoc, Go doc comments: infill.doc_comments). Like a formatter, the files are changed
+other languages of infill.text.languages a comment of the language's convention (JSDoc, Javadoc,
+Doxygen, rustdoc, Go doc comments: infill.text.doc_comments). Like a formatter, the files are changed
 in place (atomic writes; BOM, line endings and tabs kept), the commit fails once, and you review
 and stage the documentation. Nothing is inserted that would make a file stop parsing. A file that
 cannot be read (binary, not UTF-8), that does not parse, or whose language infill has no grammar
@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from infill.docstring_sites import missing_docstrings
-from infill.document import Document, load_document, write_atomic
 from infill.errors import InputError, ModelError
-from infill.languages import LANGUAGES, known
-from infill.syntax import file_problems
+from infill.text.docstring_sites import missing_docstrings
+from infill.text.document import Document, load_document, write_atomic
+from infill.text.languages import LANGUAGES, known
+from infill.text.syntax import file_problems
 
 if TYPE_CHECKING:
-    from infill.backend import Denoiser
+    from infill.models.base import Denoiser
     from infill.modes.docstrings import DocstringFill
 
 EXIT_OK, EXIT_CHANGED, EXIT_INPUT, EXIT_MODEL = 0, 1, 2, 3
@@ -78,7 +78,7 @@ class Backend:
 
     def get(self) -> Denoiser:
         if self._loaded is None:
-            from infill.backend import load_backend  # torch: only when a docstring is missing
+            from infill.models.native import load_backend  # torch: only when a docstring is missing
 
             self._loaded = load_backend(self.model, threads=self.threads)
         return self._loaded
@@ -86,7 +86,7 @@ class Backend:
 
 def pre_commit_files() -> str:
     """The ``files`` pattern of the hook's pre-commit declaration (.pre-commit-hooks.yaml, with
-    ``types: [text]``): the extensions of the languages of infill.languages, in any case, and
+    ``types: [text]``): the extensions of the languages of infill.text.languages, in any case, and
     names without an extension (scripts: their ``#!`` line may name a language). pre-commit's
     ``types`` match identify's tags, and identify has none for .mts, .cts and .h++; a ``files``
     pattern and ``types`` must both match, so the languages are chosen by name here."""
@@ -126,8 +126,8 @@ class Documented:
 def document_to_fixed_point(denoiser: Denoiser, document: Document) -> Documented:
     """Document what is missing, then again what is still missing in the result, until a round
     adds nothing (at most one round per missing site)."""
-    from infill.edits import apply_edits
     from infill.modes.docstrings import add_docstrings
+    from infill.text.edits import apply_edits
 
     text, added, unfilled = document.text, [], []
     while True:

@@ -1,7 +1,7 @@
 """A document's context kept between requests: the next fill starts from the last one's cache.
 
 Within one fill the sampler already reuses the context's keys and values between full passes
-(:mod:`infill.prediction`). Each fill still starts with a full pass over its canvas, which for a
+(:mod:`infill.engine.prediction`). Each fill still starts with a full pass over its canvas, which for a
 0.5B-7B model is most of a one-line fill's time. In an editor the next request is nearly always
 on the same file, and its canvas mostly holds the same tokens as the last one's: the same window
 (or one that overlaps it), with another span masked.
@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from infill.canvas import build_canvas
-from infill.spans import Span
-from infill.window import window_around
+from infill.engine.canvas import build_canvas
+from infill.text.spans import Span
+from infill.text.window import window_around
 
 MIN_RUN = 8
 """Aligned runs shorter than this many tokens are computed afresh (chance matches)."""
@@ -136,7 +136,7 @@ class KeptContext:
 def context_ids(denoiser: Any, text: str, offset: int, context_length: int | None = None) -> torch.Tensor:
     """The canvas (1, L) a fill near ``offset`` of ``text`` would see, without its span: the
     model's window of the text around ``offset``, tokenized as a fill at ``offset`` tokenizes it
-    (split there), framed as the family frames it (infill.canvas)."""
+    (split there), framed as the family frames it (infill.engine.canvas)."""
     context_length = context_length or denoiser.context_length
     part = window_around(text, offset, offset, context_length)
     here = offset - part.start
@@ -177,7 +177,7 @@ def moved_cache(cache: list, old_at: torch.Tensor, new_at: torch.Tensor, length:
 def rotated(keys: torch.Tensor, deltas: torch.Tensor, theta: float) -> torch.Tensor:
     """Keys (B, H, P, D) already turned for their positions, turned by ``deltas`` (P,) positions
     more: rotary embeddings (pairs i, i + D/2 turned by position x theta^(-2i/D), the layout of
-    infill.model and infill.models.decoder) compose by adding angles."""
+    infill.models.native.model and infill.models.decoder) compose by adding angles."""
     dim = keys.shape[-1]
     inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, device=keys.device).float() / dim)
     angles = torch.outer(deltas.float(), inv_freq)  # (P, D/2)

@@ -4,10 +4,10 @@ These dataclasses are the settings the CLI's flags and the language server's con
 fill in; every value is checked when it is made (InputError), before a model is loaded.
 torch-free, so the language server reads settings without loading torch.
 
-    SamplerConfig   the denoise stage (infill.sampler): steps, thresholds, unmasking rule, blocks
-    InfillOptions   a request's window, budget and repair steps (infill.repair), around a sampler
+    SamplerConfig   the denoise stage (infill.engine.sampler): steps, thresholds, unmasking rule, blocks
+    InfillOptions   a request's window, budget and repair steps (infill.engine.repair), around a sampler
     FixOptions      fix mode's (infill.modes.fix): which tokens count as unlikely
-    AuthorsSettings the published loops' arguments, for `protocol="authors"` (infill.authors)
+    AuthorsSettings the published loops' arguments, for `protocol="authors"` (infill.engine.authors)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from infill.errors import InputError
 
 ORDERS = ("confidence", "margin", "left-to-right", "maskgit_plus", "topk_margin", "entropy", "low_confidence")
-#   the unmasking rules (infill.unmasking): this project's names first, then the published ones
+#   the unmasking rules (infill.engine.unmasking): this project's names first, then the published ones
 LENGTH_POLICIES = ("first-pass", "free", "given")
 PROTOCOLS = ("engine", "authors")  # this engine's sampler and stages, or each family's published loop
 QUANTIZE_MODES = ("auto", "none", "int8")  # how linear layers keep their weights (infill.models.quantize)
@@ -41,7 +41,8 @@ class SamplerConfig:
     length: str = "first-pass"  # how a span's length is decided: "first-pass", "free" (see below),
     #   or "given": every editable position is content, no <null> (e.g. re-denoising parts of a fill)
     length_scale: float = 1.0  # "first-pass": a span keeps this times the length the model decides
-    #   (at least 1 position, at most its budget): fresh fills try other lengths (infill.repair.fresh_fills)
+    #   (at least 1 position, at most its budget): fresh fills try other lengths
+    #   (infill.engine.repair.fresh_fills)
     nulls_from_end: bool = True  # "free": <null> only at a span's end or before another null
     cache_refresh: int = 8  # a pass over the whole canvas every this many steps; between them
     #   only the span positions are computed, on cached context keys/values (1: never cache)
@@ -53,11 +54,11 @@ class SamplerConfig:
     #   masked positions whose token is most probable ("confidence" = LLaDA's "low_confidence";
     #   Dream's "maskgit_plus": under the sampling distribution), whose best token leads its
     #   runner-up most ("margin" = "topk_margin"), whose distribution is most peaked ("entropy"),
-    #   or that come first in their span ("left-to-right": first on the canvas). infill.unmasking
+    #   or that come first in their span ("left-to-right": first on the canvas). infill.engine.unmasking
     block_length: int | None = None  # decode each span in blocks of this many positions, left to
     #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
     expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
-    #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.expansion)
+    #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.engine.expansion)
     first_view: bool = False  # keep the first pass's log-probabilities (SampleResult.first_view):
     #   the recall stage ranks on them (the pipeline sets it for the fills it recalls for)
     cap_per_position: bool = False  # a step cap left unset is one pass per masked position (the
@@ -93,7 +94,7 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class AuthorsSettings:
     """The published loops' arguments as a user gives them (None: the loop's own default);
-    infill.authors runs them."""
+    infill.engine.authors runs them."""
 
     order: str | None = None  # Dream's `alg`, LLaDA's `remasking`; None: the family's first in FAMILY_ORDERS
     steps: int | None = None  # None: N (Dream, LLaDA), 128 (DreamOn's evaluation), 64 (Open-dCoder's)
@@ -132,16 +133,16 @@ class InfillOptions:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     budget: int | None = None  # masked positions per span; None: from the span's current length
     context_length: int | None = None  # None: the model's own
-    syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.repair.retries)
-    syntax_edits: int = 6  # then single-token edits, each checked by the parser (infill.repair.token_edits)
-    syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.repair.
+    syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.engine.repair.retries)
+    syntax_edits: int = 6  # then single-token edits, each checked by the parser (engine.repair.token_edits)
+    syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.engine.repair.
     #   fresh_fills), of spans of several lines only (single lines parse as often without them)
     pass_budget: int | None = 400  # the repair stage stops once a canvas has had this many forward
     #   passes in all (its retries, edits and fresh fills; bounds a broken fill's time: about 11 s
     #   at worst on two threads with the shipped model; None: no bound)
     recall: bool = True  # a one-line fill may take a line of the document the model ranks higher
-    #   (infill.recall; fill mode and the first inline sample, models with a <null> token)
-    protocol: str = "engine"  # "authors": each family's published loop, nothing else (infill.authors)
+    #   (infill.engine.recall; fill mode and the first inline sample, models with a <null> token)
+    protocol: str = "engine"  # "authors": each family's published loop, nothing else (infill.engine.authors)
     authors: AuthorsSettings = field(default_factory=AuthorsSettings)  # its arguments
 
     def __post_init__(self) -> None:
@@ -169,7 +170,7 @@ class FixOptions:
     #   (infill.modes.fix.score_tokens; 8: a 7B model's pass over 2,048 tokens takes ~3 GiB more)
     context_length: int | None = None  # None: the model's own
     syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
-    syntax_edits: int = 6  # then parser-checked single-token edits (infill.repair.token_edits)
+    syntax_edits: int = 6  # then parser-checked single-token edits (infill.engine.repair.token_edits)
     #   (no fresh fills, InfillOptions.syntax_restarts: a fix keeps the code it does not flag)
 
     def __post_init__(self) -> None:

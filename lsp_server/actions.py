@@ -5,7 +5,7 @@ parses the document with tree-sitter to find the node at the cursor, the syntax 
 range and the definitions without a docstring, and returns *unresolved* actions whose ``data``
 says what to do (:class:`ActionData`: ``{uri, version, mode, kind, start, end}``, offsets in
 characters of the document text at that version). :func:`run_action` runs the model on that data
-and returns our edits; :func:`resolve` makes them a ``WorkspaceEdit``.
+and returns our edits; :func:`workspace_edit` makes them a ``WorkspaceEdit``.
 
 What resolving does, by ``mode``:
 
@@ -45,19 +45,19 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from infill.docstring_sites import missing_docstring_at, missing_docstrings
-from infill.document import Document, document_from_bytes
-from infill.edits import TextEdit
 from infill.errors import InputError
-from infill.languages import PYTHON, Language
-from infill.spans import Span, node_at_offset, validate_spans
-from infill.syntax import SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
-from infill.window import window_around
+from infill.text.docstring_sites import missing_docstring_at, missing_docstrings
+from infill.text.document import Document, document_from_bytes
+from infill.text.edits import TextEdit
+from infill.text.languages import PYTHON, Language
+from infill.text.spans import Span, node_at_offset, validate_spans
+from infill.text.syntax import SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
+from infill.text.window import window_around
 from lsp_server import diagnostics
 from lsp_server.positions import UTF16, to_lsp_edits
 
 if TYPE_CHECKING:
-    from infill.backend import Denoiser
+    from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
 BASE_KIND = "refactor.rewrite.infill"
@@ -345,9 +345,9 @@ def run_action(
     InputError for a bad span or a mode this function does not run; ``infill.errors.Cancelled``
     if ``cancelled()`` turns true. ``on_site(done, total)``: before each group of docstrings.
     """
+    from infill.engine.pipeline import Hooks, run
     from infill.modes.fill import FillRequest  # torch: only when a fill runs
     from infill.options import InfillOptions
-    from infill.pipeline import Hooks, run
 
     if data.mode not in RESOLVABLE_MODES:
         raise InputError(f"{data.mode!r} actions are not resolved here")
@@ -356,7 +356,7 @@ def run_action(
     document = text_document(text, language)
     if data.mode == DOCUMENT:
         return _document(denoiser, document, data, options, on_step, cancelled, on_site)
-    # The model sees a window of the file: only that is tokenized and parsed (infill.window).
+    # The model sees a window of the file: only that is tokenized and parsed (infill.text.window).
     window = window_around(text, data.start, data.end, options.context_length or denoiser.context_length)
     part = window.document(document)
     span = window.span(Span(data.start, data.end, describe(text, data)))
@@ -370,9 +370,9 @@ def run_action(
 
 
 def _fix(denoiser, document, span, options, on_step, cancelled) -> Outcome:
+    from infill.engine.pipeline import Hooks, run
     from infill.modes.fix import FixRequest
     from infill.options import FixOptions
-    from infill.pipeline import Hooks, run
 
     request = FixRequest(document, [span], FixOptions.from_infill(options))
     result = run(denoiser, request, Hooks(on_step, cancelled))
@@ -385,8 +385,8 @@ def _fix(denoiser, document, span, options, on_step, cancelled) -> Outcome:
 
 
 def _document(denoiser, document, data, options, on_step, cancelled, on_site=None) -> Outcome:
+    from infill.engine.pipeline import Hooks, run
     from infill.modes.docstrings import DocstringRequest
-    from infill.pipeline import Hooks, run
 
     noun = document.language.doc_noun
     if data.kind == FILE:
@@ -407,23 +407,6 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
     summary = f"{len(written)} of {len(sites)} {noun}(s) written ({names}), {_steps(result.stats)}"
     reasons = sorted({fill.reason for fill in result.fills if fill.reason})
     return Outcome(result.edits, summary, None if written else "; ".join(reasons) or f"no {noun} written")
-
-
-def resolve(
-    denoiser: Denoiser,
-    text: str,
-    data: ActionData,
-    options: InfillOptions | None = None,
-    encoding: str = UTF16,
-    document_changes: bool = True,
-    on_step: Callable[[Any, Any], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-    annotate: bool = False,
-    language: Language = PYTHON,
-) -> types.WorkspaceEdit:
-    """:func:`run_action`, its edits made a ``WorkspaceEdit`` (see :func:`workspace_edit`)."""
-    outcome = run_action(denoiser, text, data, options, on_step, cancelled, language=language)
-    return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
 
 
 def workspace_edit(

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from infill.edits import minimal_edit
 from infill.errors import InputError
-from infill.languages import PYTHON, Language
-from infill.spans import Span
+from infill.text.edits import minimal_edit
+from infill.text.languages import PYTHON, Language
+from infill.text.spans import Span
 from lsp_server.actions import (
     ALTERNATIVE,
     ALTERNATIVES_KIND,
@@ -52,7 +52,7 @@ from lsp_server.actions import (
 from lsp_server.positions import UTF16
 
 if TYPE_CHECKING:
-    from infill.backend import Denoiser
+    from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
 
@@ -146,9 +146,9 @@ def sample_alternatives(
 ) -> AlternativeSet:
     """Sample ``n`` fills of the span of ``data`` as one batch (at the options' temperature if it
     is above 0, else 0.8); the distinct ones, best first, as a set at ``data.version``."""
+    from infill.engine.pipeline import Hooks, run
     from infill.modes.alternatives import AlternativesRequest
     from infill.options import InfillOptions
-    from infill.pipeline import Hooks, run
 
     check_span(text, data)
     document = text_document(text, language)

@@ -1,7 +1,7 @@
 """Syntax errors of a Python document as LSP diagnostics, and the span a quick fix regenerates.
 
 The errors themselves are tree-sitter's ERROR and MISSING nodes, found by
-:func:`infill.syntax.syntax_problems`; :func:`to_diagnostics` turns them into LSP diagnostics
+:func:`infill.text.syntax.syntax_problems`; :func:`to_diagnostics` turns them into LSP diagnostics
 in the client's position encoding; :func:`fix_span` says what a quick fix fills.
 
 Nothing here knows about the server; everything is a plain function of the document text.
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
-from infill.languages import PYTHON, Language
-from infill.spans import Span, node_at_offset
-from infill.syntax import SyntaxProblem, syntax_problems
+from infill.text.languages import PYTHON, Language
+from infill.text.spans import Span, node_at_offset
+from infill.text.syntax import SyntaxProblem, syntax_problems
 from lsp_server.positions import UTF16, content_end, line_starts, offset_to_position
 
 SOURCE = "infill"

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from infill.parse_cache import common_prefix
+from infill.text.parse_cache import common_prefix
 
 logger = logging.getLogger("infill-lsp")
 

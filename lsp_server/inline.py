@@ -8,18 +8,17 @@ ghost text: an ``InlineCompletionItem`` whose range is the cursor itself (nothin
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from infill.document import document_from_bytes
-from infill.languages import PYTHON, Language
+from infill.text.languages import PYTHON, Language
+from lsp_server.actions import text_document
 from lsp_server.positions import UTF16, offset_to_position
 
 if TYPE_CHECKING:
-    from infill.backend import Denoiser
+    from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
 
@@ -38,17 +37,17 @@ def inline_completions(
     With a temperature above 0, up to ``alternatives`` samples are drawn (seeds 0, 1, ...) and
     each distinct text is one item; at temperature 0 sampling is deterministic, so there is one
     run. An empty document, or a model that writes only nulls or blanks, gives no items.
-    InputError for an offset outside the text; ``infill.errors.Cancelled`` if ``cancelled()``
-    turns true.
+    InputError for an offset outside the text, or for a text no file could hold (the editor's
+    text becomes a document as for every action: :func:`lsp_server.actions.text_document`);
+    ``infill.errors.Cancelled`` if ``cancelled()`` turns true.
     """
+    from infill.engine.pipeline import Hooks, run
     from infill.modes.inline import InlineRequest  # torch: only when a completion runs
     from infill.options import InfillOptions
-    from infill.pipeline import Hooks, run
 
     if not text:
         return []
-    document = document_from_bytes(text.encode("utf-8", "surrogatepass"))
-    document = dataclasses.replace(document, language=language)
+    document = text_document(text, language)
     request = InlineRequest(document, offset, options or InfillOptions(), alternatives)
     completions = run(denoiser, request, Hooks(cancelled=cancelled))
     position = offset_to_position(text, offset, encoding)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
-from infill.edits import TextEdit
+from infill.text.edits import TextEdit
 
 UTF8 = types.PositionEncodingKind.Utf8.value
 UTF16 = types.PositionEncodingKind.Utf16.value
@@ -107,15 +107,6 @@ def range_to_offsets(text: str, lsp_range: types.Range, encoding: str = UTF16) -
     if end < start:
         raise PositionError(f"range {format_range(lsp_range)} ends before it starts")
     return start, end
-
-
-def offsets_to_range(text: str, start: int, end: int, encoding: str = UTF16) -> types.Range:
-    """LSP range of the characters ``[start, end)`` of ``text``."""
-    starts = line_starts(text)
-    return types.Range(
-        start=offset_to_position(text, start, encoding, starts=starts),
-        end=offset_to_position(text, end, encoding, starts=starts),
-    )
 
 
 def to_lsp_edits(text: str, edits: Sequence[TextEdit], encoding: str = UTF16) -> list[types.TextEdit]:

@@ -7,7 +7,7 @@ section of the client's configuration (``workspace/configuration``,
     {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package; any folder
                                            # infill.models.load takes (Dream, DiffuCoder, LLaDA, ...),
                                            # or a name ORG/NAME[@REVISION] in the local Hugging Face
-                                           # cache (infill.hub_cache; never downloaded)
+                                           # cache (infill.models.hub_cache; never downloaded)
      "device": "auto",                     # cuda, mps, cpu or auto (the first available)
      "dtype": "auto",                      # float32, bfloat16, float16 or auto (bf16 on a GPU)
      "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)
@@ -24,7 +24,7 @@ section of the client's configuration (``workspace/configuration``,
      "syntaxEdits": 6,                     # then parser-checked single-token edits
      "syntaxRestarts": 4,                  # then fresh fills of a multi-line fill still broken...
      "protocol": "engine",                 # "authors": fill actions run a published model's own
-                                           #   loop, token for token (infill.authors: steps and
+                                           #   loop, token for token (infill.engine.authors: steps and
                                            #   temperature apply, nothing else of the engine's)
      "passBudget": 400,                    # forward passes a fill and its repairs take in all
                                            #   (0: no bound; default 400, 48 for a published model)
@@ -35,7 +35,7 @@ section of the client's configuration (``workspace/configuration``,
                                            #   kept context is refreshed around it (0: never;
                                            #   lsp_server.idle)
      "languages": ["python", "go"]}        # the languages infill answers for (names of
-                                           # infill.languages, or "text"); default: all
+                                           # infill.text.languages, or "text"); default: all
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
 keeps its ``initializationOptions`` value. A value of the wrong type is ignored with a warning
@@ -49,8 +49,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infill.languages import LANGUAGES, TEXT, named
 from infill.options import QUANTIZE_MODES
+from infill.text.languages import LANGUAGES, TEXT, named
 from lsp_server.idle import IDLE_SECONDS
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class Settings:
     syntax_edits: int | None = None
     syntax_restarts: int | None = None
     pass_budget: int | None = None
-    recall: bool = True  # one-line fills may take a line of the file (infill.recall)
+    recall: bool = True  # one-line fills may take a line of the file (infill.engine.recall)
     protocol: str = "engine"  # "authors": fill actions run the model family's published loop
     device: str = "auto"  # these four: how infill.models.load loads model_path
     dtype: str = "auto"
@@ -84,7 +84,7 @@ class Settings:
     quantize: str = "auto"  # "int8", "none", "auto": the linear layers' weights (infill.models.quantize)
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
     idle_refresh: float = IDLE_SECONDS  # seconds of quiet before the kept context is refreshed; 0: never
-    languages: tuple[str, ...] | None = None  # names of infill.languages (and "text"); None: all
+    languages: tuple[str, ...] | None = None  # names of infill.text.languages (and "text"); None: all
 
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
         """Engine options: the sampler's defaults, then the model family's recommended settings
@@ -117,10 +117,6 @@ class Settings:
             explicit = {"temperature"} if self.temperature is not None else set()
             options.sampler = with_recommended(options.sampler, denoiser, explicit)
         return options
-
-    def needs_reload(self, other: Settings) -> bool:
-        """Whether going from these settings to ``other`` needs the model loaded again."""
-        return self.model_key() != other.model_key()
 
     def model_key(self) -> tuple:
         """What `infill.models.load` is called with: a change means loading the model again."""
@@ -205,7 +201,7 @@ def section_of(settings: Any) -> Any:
 
 
 def _language_names(value: Any) -> tuple[str, ...] | None:
-    """The names of infill.languages that a ``languages`` list gives (languageIds too), or None
+    """The names of infill.text.languages that a ``languages`` list gives (languageIds too), or None
     if it is not a list of such names."""
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return None

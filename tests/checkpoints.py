@@ -18,7 +18,6 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-import infill
 from infill.models.vocabulary import QWEN2_SPLIT
 
 QWEN2_ADDED = {
@@ -56,7 +55,18 @@ LLADA_ADDED = {
     "<|end_header_id|>": 126347,
     "<|eot_id|>": 126348,
 }
-SAMPLE = (pathlib.Path(infill.__file__).parent / "edits.py").read_text(encoding="utf-8")[:1500]
+# Two project files as they were when these checkpoints' tokenizer was fixed (infill/text/edits.py
+# and document.py): frozen here so that editing the package never changes the test tokenizers.
+TOKENIZER_TEXTS = pathlib.Path(__file__).parent / "data" / "tokenizer_texts"
+
+
+def tokenizer_texts() -> list[str]:
+    """The texts the tests' tokenizers are trained on (this module's and tests/lsp_support.py's)."""
+    names = ("edits.py.txt", "document.py.txt")
+    return [(TOKENIZER_TEXTS / name).read_text(encoding="utf-8") for name in names]
+
+
+SAMPLE = tokenizer_texts()[0][:1500]
 FAMILIES = ("Dream", "DreamOn", "Open-dCoder", "LLaDA")
 SIZES = dict(hidden=32, intermediate=64, layers=2, heads=4)
 
@@ -66,8 +76,7 @@ _bpe: list[Tokenizer] = []
 def base_bpe() -> Tokenizer:
     """A 400-token byte-level BPE with Qwen2's pre-tokenizer, trained on two project files."""
     if not _bpe:
-        package = pathlib.Path(infill.__file__).parent
-        texts = [(package / name).read_text(encoding="utf-8") for name in ("edits.py", "document.py")]
+        texts = tokenizer_texts()
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
             [

@@ -18,10 +18,10 @@ from functools import partial
 import pytest
 import torch
 
-from infill.backend import InfillBackend
-from infill.canvas import Canvas
-from infill.model import InfillConfig, InfillModel
-from infill.tokenizer import CodeTokenizer, train_tokenizer
+from infill.engine.canvas import Canvas
+from infill.models.native import InfillBackend
+from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.tokenizer import CodeTokenizer, train_tokenizer
 
 TOKENIZER_VOCAB = 400
 

@@ -1,4 +1,4 @@
-"""Small real-looking files in each language of infill.languages, with what the selectors pick.
+"""Small real-looking files in each language of infill.text.languages, with what the selectors pick.
 
 SAMPLES[name] is (file name, source, {selector: the exact text it selects}); every source is
 valid in its own language and has a function, a method and a type-like definition.

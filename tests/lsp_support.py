@@ -12,7 +12,9 @@ import sys
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-import infill
+from infill.text.languages import PYTHON
+from lsp_server.actions import run_action, workspace_edit
+from lsp_server.positions import UTF16, offset_to_position
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server.server"])
 CONTENT_MODIFIED, REQUEST_CANCELLED, REQUEST_FAILED = -32801, -32800, -32803
@@ -24,13 +26,12 @@ def tiny_model_dir(tmp_path_factory) -> pathlib.Path:
     """A randomly initialised InfillModel (hidden 32, 2 layers, context 128), 300-token tokenizer."""
     if "tiny" not in _built:
         import torch
+        from checkpoints import tokenizer_texts
 
-        from infill.model import InfillConfig, InfillModel
-        from infill.tokenizer import train_tokenizer
+        from infill.models.native.model import InfillConfig, InfillModel
+        from infill.models.native.tokenizer import train_tokenizer
 
-        package = pathlib.Path(infill.__file__).parent
-        texts = [(package / name).read_text(encoding="utf-8") for name in ("edits.py", "document.py")]
-        tokenizer = train_tokenizer(texts, vocab_size=300)
+        tokenizer = train_tokenizer(tokenizer_texts(), vocab_size=300)
         torch.manual_seed(0)
         config = InfillConfig(
             vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2, context_length=128
@@ -47,8 +48,8 @@ def slow_model_dir(tmp_path_factory) -> pathlib.Path:
     if "slow" not in _built:
         import torch
 
-        from infill.model import InfillConfig, InfillModel
-        from infill.tokenizer import CodeTokenizer
+        from infill.models.native.model import InfillConfig, InfillModel
+        from infill.models.native.tokenizer import CodeTokenizer
 
         tiny = tiny_model_dir(tmp_path_factory)
         tokenizer = CodeTokenizer.load(tiny)
@@ -70,8 +71,8 @@ def contrarian_model_dir(tmp_path_factory) -> pathlib.Path:
     if "contrarian" not in _built:
         import torch
 
-        from infill.model import InfillModel
-        from infill.tokenizer import CodeTokenizer
+        from infill.models.native.model import InfillModel
+        from infill.models.native.tokenizer import CodeTokenizer
 
         tiny = tiny_model_dir(tmp_path_factory)
         model = InfillModel.from_pretrained(tiny)
@@ -117,3 +118,18 @@ async def list_actions(
         context=types.CodeActionContext(diagnostics=diagnostics or []),
     )
     return list(await client.text_document_code_action_async(params))
+
+
+def offsets_to_range(text: str, start: int, end: int, encoding: str = UTF16) -> types.Range:
+    """The LSP range of the characters ``[start, end)`` of ``text``."""
+    return types.Range(
+        start=offset_to_position(text, start, encoding), end=offset_to_position(text, end, encoding)
+    )
+
+
+def resolve(denoiser, text: str, data, options=None, encoding: str = UTF16, document_changes: bool = True,
+            on_step=None, cancelled=None, annotate: bool = False, language=PYTHON) -> types.WorkspaceEdit:
+    """What the server's codeAction/resolve answers: `run_action`'s edits as a ``WorkspaceEdit``."""
+    outcome = run_action(denoiser, text, data, options, on_step, cancelled, language=language)
+    return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
+

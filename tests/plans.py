@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from infill.backend import Denoiser
-from infill.canvas import Canvas
-from infill.document import Document
+from infill.engine.canvas import Canvas
+from infill.engine.pipeline import Job, lay_out
+from infill.engine.repair import RepairPolicy, repair
+from infill.engine.results import SampleResult
+from infill.models.base import Denoiser
 from infill.options import InfillOptions, SamplerConfig
-from infill.pipeline import Job, lay_out
-from infill.repair import RepairPolicy, repair
-from infill.sampler import SampleResult
-from infill.spans import Span
+from infill.text.document import Document
+from infill.text.spans import Span
 
 
 def plan_canvases(

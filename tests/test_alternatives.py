@@ -9,12 +9,12 @@ import torch
 from plans import plan_canvases
 from samples import AREA_MODULE
 
-from infill.document import document_from_bytes
-from infill.edits import minimal_edit
 from infill.errors import InputError
 from infill.modes.alternatives import alternatives
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import Span, line_span
+from infill.text.document import document_from_bytes
+from infill.text.edits import minimal_edit
+from infill.text.spans import Span, line_span
 
 SOURCE = AREA_MODULE
 LEAKS = ("<mask>", "<null>", "<pad>", "<unk>", "<eos>")

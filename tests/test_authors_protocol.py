@@ -401,6 +401,7 @@ async def authors_client(lsp_client: LanguageClient, folders):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.external
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_server_setting_runs_the_authors_loop(
     authors_client: LanguageClient, folders, tmp_path, capsys

@@ -312,7 +312,7 @@ def test_unknown_kinds_are_refused_before_loading_a_model(capsys):
 
 def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_tokenizer):
     from infill.bench.sizes import format_rows, measure_size
-    from infill.spans import line_span
+    from infill.text.spans import line_span
 
     text = "".join(f"value_{i} = {i} * 2\n" for i in range(40))
     row = measure_size(tiny_tokenizer, text, line_span(text, 20, 20), hidden=32, layers=2,
@@ -326,7 +326,7 @@ def test_size_measurement_runs_the_engine_for_exactly_the_given_passes(tiny_toke
 
 
 def test_quality_takes_its_tasks_from_a_repositorys_held_out_files(tiny_backend, monkeypatch, tmp_path):
-    from infill.train.finetune import collect
+    from infill.train.repository import collect
 
     monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
     repo = tmp_path / "repo"

@@ -1,5 +1,5 @@
 """The pipeline is the only door: the language server and the command-line tools call
-`infill.pipeline.run` with a mode's request, and never the stages below it (the sampler, the
+`infill.engine.pipeline.run` with a mode's request, and never the stages below it (the sampler, the
 repair steps, the canvas and decoding). docs/architecture.md has the picture."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BELOW_THE_PIPELINE = (
-    "infill.sampler",
-    "infill.expansion",
-    "infill.unmasking",
-    "infill.prediction",
-    "infill.span_length",
-    "infill.canvas",
-    "infill.decode",
-    "infill.repair",  # and every step in it
-    "infill.recall",
+    "infill.engine.sampler",
+    "infill.engine.expansion",
+    "infill.engine.unmasking",
+    "infill.engine.prediction",
+    "infill.engine.span_length",
+    "infill.engine.canvas",
+    "infill.engine.decode",
+    "infill.engine.repair",  # and every step in it
+    "infill.engine.recall",
 )
 CALLERS = sorted(ROOT.glob("lsp_server/*.py")) + [ROOT / "infill/cli.py", ROOT / "infill/docstrings_hook.py"]
 
@@ -46,21 +46,23 @@ def reaches_below(source: str) -> list[str]:
 
 
 def test_the_check_catches_a_caller_that_reaches_past_the_pipeline():
-    assert reaches_below("def f():\n    from infill.sampler import sample\n") == [
-        "infill.sampler",
-        "infill.sampler.sample",
+    assert reaches_below("def f():\n    from infill.engine.sampler import sample\n") == [
+        "infill.engine.sampler",
+        "infill.engine.sampler.sample",
     ]
-    assert reaches_below("import infill.repair.retries\n") == ["infill.repair.retries"]
-    assert reaches_below("from infill import repair\n") == ["infill.repair"]
-    assert reaches_below("from infill.pipeline import run\nfrom infill.modes import FillRequest\n") == []
+    assert reaches_below("import infill.engine.repair.retries\n") == ["infill.engine.repair.retries"]
+    assert reaches_below("from infill.engine import repair\n") == ["infill.engine.repair"]
+    source = "from infill.engine.pipeline import run\nfrom infill.modes import FillRequest\n"
+    assert reaches_below(source) == []
 
 
 @pytest.mark.parametrize("path", CALLERS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_callers_go_through_the_pipeline_only(path: Path):
-    assert reaches_below(path.read_text(encoding="utf-8")) == [], f"{path.name} reaches past infill.pipeline"
+    found = reaches_below(path.read_text(encoding="utf-8"))
+    assert found == [], f"{path.name} reaches past infill.engine.pipeline"
 
 
 def test_the_callers_do_run_requests_through_the_pipeline():
     callers = {path.name: imported_modules(path.read_text(encoding="utf-8")) for path in CALLERS}
     for name in ("cli.py", "actions.py", "alternatives.py", "inline.py"):
-        assert "infill.pipeline.run" in callers[name], name
+        assert "infill.engine.pipeline.run" in callers[name], name

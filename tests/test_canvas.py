@@ -1,12 +1,12 @@
-"""Tests for infill.canvas: laying out a file with masked slots, budgets and context windows."""
+"""Tests for infill.engine.canvas: laying out a file with masked slots, budgets and context windows."""
 
 from __future__ import annotations
 
 import pytest
 
-from infill.canvas import MIN_BUDGET, Canvas, Slot, build_canvas, default_budget, window
+from infill.engine.canvas import MIN_BUDGET, Canvas, Slot, build_canvas, default_budget, window
 from infill.errors import InputError
-from infill.spans import Span, line_span
+from infill.text.spans import Span, line_span
 
 SOURCE = (
     "import os\r\n"

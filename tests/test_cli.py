@@ -11,10 +11,10 @@ import pytest
 from samples import COUNTER_MODULE, LEAKS
 from unidiff import PatchSet
 
-from infill.backend import DEFAULT_MODEL_DIR
 from infill.cli import EXIT_INPUT, main
+from infill.engine.repair.retries import RETRY_STEPS
+from infill.models.native import DEFAULT_MODEL_DIR
 from infill.options import InfillOptions
-from infill.repair.retries import RETRY_STEPS
 
 SOURCE = COUNTER_MODULE
 

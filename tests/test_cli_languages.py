@@ -11,8 +11,8 @@ from language_samples import SAMPLES
 from samples import LEAKS
 
 from infill.cli import EXIT_INPUT, main
-from infill.languages import named
-from infill.spans import line_span
+from infill.text.languages import named
+from infill.text.spans import line_span
 
 NO_REPAIR = ("--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0")  # time, not behaviour
 
@@ -100,7 +100,7 @@ def test_document_writes_each_language_s_convention_through_the_cli(tmp_path, ca
     assert main([str(path), "--document", "--write", "--steps", "8"]) == 0
     after = path.read_bytes().decode()
     assert "\n" not in after.replace("\r\n", "") and "\tX, Y float64\r\n" in after
-    from infill.syntax import has_syntax_error
+    from infill.text.syntax import has_syntax_error
 
     assert not has_syntax_error(after, named("go"))
     added = [line for line in after.split("\r\n") if line not in source.split("\n")]

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from infill.train import corpus
 from infill.train.corpus import build_corpus, load_corpus, minhash
+
+pytestmark = pytest.mark.training  # infill.train
 
 ORIGINAL = '''"""Inventory bookkeeping for a small shop."""
 

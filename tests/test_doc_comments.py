@@ -1,4 +1,4 @@
-"""Documentation in each language's convention (infill.doc_comments): where it is missing, what
+"""Documentation in each language's convention (infill.text.doc_comments): where it is missing, what
 an oracle model's text becomes (exact text, parsed with the grammar), and the hook's fixed point."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import dataclasses
 import pytest
 from plans import plan_canvases
 
-from infill.docstring_sites import missing_docstring_at, missing_docstrings
 from infill.docstrings_hook import document_to_fixed_point
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
-from infill.languages import GO, JAVA, JAVASCRIPT, RUST, TSX, TYPESCRIPT, C, Language, named
 from infill.modes.docstrings import DOCSTRING_BUDGET, add_docstrings, insertion_layout
 from infill.options import InfillOptions
-from infill.syntax import has_syntax_error
+from infill.text.docstring_sites import missing_docstring_at, missing_docstrings
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.languages import GO, JAVA, JAVASCRIPT, RUST, TSX, TYPESCRIPT, C, Language, named
+from infill.text.syntax import has_syntax_error
 
 TS = """\
 /** Already documented. */

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from plans import plan_canvases
 
-from infill.docstring_sites import missing_docstring_at, missing_docstrings
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
 from infill.modes.docstrings import DOCSTRING_BUDGET, add_docstrings, docstring_literal, insertion_layout
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import line_span, node_span
+from infill.text.docstring_sites import missing_docstring_at, missing_docstrings
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.spans import line_span, node_span
 
 SOURCE = '''\
 import functools

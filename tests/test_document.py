@@ -1,4 +1,4 @@
-"""Tests for infill.document: lossless decoding, clear errors, atomic writes."""
+"""Tests for infill.text.document: lossless decoding, clear errors, atomic writes."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infill.document import (
+from infill.errors import InputError
+from infill.text.document import (
     DEFAULT_MAX_BYTES,
     Document,
     document_from_bytes,
     load_document,
     write_atomic,
 )
-from infill.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
 

@@ -1,8 +1,8 @@
 """Edit arithmetic end to end, as the server does it, over ~10,000 generated cases.
 
 A file's bytes (CRLF, LF, lone CR and mixed line ends, a UTF-8 BOM, tabs, astral characters,
-with or without a final newline) become a Document (infill.document); model output gets the
-file's line ends (``adapt_newlines``) and becomes minimal edits (infill.edits); those become
+with or without a final newline) become a Document (infill.text.document); model output gets the
+file's line ends (``adapt_newlines``) and becomes minimal edits (infill.text.edits); those become
 LSP edits in UTF-16 (lsp_server.positions), which a client applies (tests/utf16_client.py, on
 UTF-16 code units, written independently). The properties:
 
@@ -23,17 +23,17 @@ import pytest
 import utf16_client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lsp_support import offsets_to_range
 from lsprotocol.types import Position
 
-from infill.document import document_from_bytes
-from infill.edits import TextEdit, apply_edits, edits_to_json, minimal_edit
+from infill.text.document import document_from_bytes
+from infill.text.edits import TextEdit, apply_edits, edits_to_json, minimal_edit
 from lsp_server.positions import (
     UTF8,
     UTF16,
     UTF32,
     PositionError,
     offset_to_position,
-    offsets_to_range,
     position_to_offset,
     range_to_offsets,
     to_lsp_edits,

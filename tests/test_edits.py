@@ -1,4 +1,4 @@
-"""Tests for infill.edits: minimal edits, applying them, and presenting them as diff / JSON."""
+"""Tests for infill.text.edits: minimal edits, applying them, and presenting them as diff / JSON."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import unidiff
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infill.edits import (
+from infill.text.edits import (
     TextEdit,
     apply_edits,
     edits_to_json,

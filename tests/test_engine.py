@@ -10,15 +10,15 @@ import torch
 from plans import plan_canvases
 from samples import AREA_MODULE
 
-from infill.canvas import default_budget
-from infill.decode import span_text
-from infill.document import document_from_bytes
-from infill.edits import apply_edits, minimal_edit
+from infill.engine.canvas import default_budget
+from infill.engine.decode import span_text
+from infill.engine.results import SampleStats, merge_stats
 from infill.errors import InputError
 from infill.modes.fill import infill
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, InfillOptions, SamplerConfig
-from infill.sampler import SampleStats, merge_stats
-from infill.spans import Span, line_span, validate_spans
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits, minimal_edit
+from infill.text.spans import Span, line_span, validate_spans
 
 SOURCE = AREA_MODULE
 

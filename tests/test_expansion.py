@@ -1,4 +1,4 @@
-"""Tests for DreamOn-style variable-length spans (infill.expansion): <|expand|> grows a span,
+"""Tests for DreamOn-style variable-length spans (infill.engine.expansion): <|expand|> grows a span,
 end-of-text shrinks it; the engine's edits stay exact. The network is a double that knows the
 span's answer and asks for room (expand) while the span is shorter than the answer."""
 
@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import torch
 
-from infill.document import document_from_bytes
+from infill.engine.results import Step
+from infill.engine.sampler import sample
 from infill.modes.alternatives import alternatives
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.sampler import Step, sample
-from infill.spans import Span
+from infill.text.document import document_from_bytes
+from infill.text.spans import Span
 
 NO_SYNTAX_HELP = {"syntax_rounds": 0, "syntax_edits": 0, "syntax_restarts": 0}
 

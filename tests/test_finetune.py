@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 from train_fixtures import synthetic_repository, tiny_model
 
-from infill.backend import load_backend
 from infill.errors import InputError
+from infill.models.native import load_backend
 from infill.train import finetune as finetune_module
 from infill.train.cli import main as train_main
-from infill.train.finetune import collect, is_heldout, work_dir
+from infill.train.finetune import work_dir
+from infill.train.repository import collect, is_heldout
+
+pytestmark = pytest.mark.training  # infill.train
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--minutes", "5", "--steps", "80", "--kinds", "line", "--tasks", "2", "--batch-size", "8"]

@@ -9,12 +9,12 @@ import torch
 from plans import plan_canvases
 from samples import AREA_MODULE
 
-from infill.document import document_from_bytes
-from infill.edits import TextEdit, apply_edits
 from infill.errors import Cancelled, InputError
 from infill.modes.fix import document_offsets, fix
 from infill.options import FixOptions, InfillOptions, SamplerConfig
-from infill.spans import Span, line_span, validate_spans
+from infill.text.document import document_from_bytes
+from infill.text.edits import TextEdit, apply_edits
+from infill.text.spans import Span, line_span, validate_spans
 
 CORRECT = AREA_MODULE
 BROKEN = CORRECT.replace("width * height", "width - height")  # line 5

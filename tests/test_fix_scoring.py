@@ -15,14 +15,14 @@ import torch
 from checkpoints import DREAM_ADDED, LLADA_ADDED, base_bpe, reference_logits, write_checkpoint
 from plans import plan_canvases
 
-from infill.document import document_from_bytes
+from infill.engine.prediction import token_probabilities
 from infill.errors import InputError
 from infill.models import load
 from infill.models.denoiser import CheckpointDenoiser
 from infill.modes.fix import fix, scores_visible_tokens, select_unlikely
 from infill.options import FixOptions, InfillOptions, SamplerConfig
-from infill.prediction import token_probabilities
-from infill.spans import Span
+from infill.text.document import document_from_bytes
+from infill.text.spans import Span
 
 CODE = """import math
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from checkpoints import write_checkpoint
 
-from infill.canvas import build_canvas
+from infill.engine.canvas import build_canvas
 from infill.models import load
-from infill.spans import Span
+from infill.text.spans import Span
 
 TEXT = "def mean(values):\n    return sum(values) / len(values)\n" * 40
 FRAMES = {  # family: (first id, last id or None)

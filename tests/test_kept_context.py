@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from infill.kept_context import DocumentContexts, KeptContext, aligned_runs, rotated
-from infill.model import InfillConfig, InfillModel
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.models.native import InfillBackend
+from infill.models.native.model import InfillConfig, InfillModel
 
 VOCAB = 97
 
@@ -189,9 +189,9 @@ def test_reuse_in_a_row_is_bounded_then_a_full_pass_runs():
 
 
 def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(tiny_backend):
-    from infill.canvas import build_canvas
+    from infill.engine.canvas import build_canvas
     from infill.kept_context import context_ids
-    from infill.spans import Span
+    from infill.text.spans import Span
 
     text = "".join(f"value_{i} = compute({i}, scale={i % 5})\n" for i in range(400))
     offset = text.index("value_200")
@@ -209,12 +209,12 @@ def test_where_nothing_changed_near_the_span_the_kept_context_fills_as_the_exact
     import calendar
     import inspect
 
-    from infill.backend import load_backend
     from infill.bench.tasks import code_lines
-    from infill.document import document_from_bytes
+    from infill.models.native import load_backend
     from infill.modes.fill import infill
     from infill.options import InfillOptions
-    from infill.spans import Span, line_span
+    from infill.text.document import document_from_bytes
+    from infill.text.spans import Span, line_span
 
     backend = load_backend(threads=2)
     options = InfillOptions(syntax_rounds=0, syntax_edits=0, syntax_restarts=0)

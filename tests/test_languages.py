@@ -1,4 +1,4 @@
-"""infill.languages: the table, detection, each language's syntax checks and node selectors."""
+"""infill.text.languages: the table, detection, each language's syntax checks and node selectors."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import torch
 from language_samples import SAMPLES
 from plans import plan_canvases
 
-from infill.document import Document, document_from_bytes
 from infill.errors import InputError
-from infill.languages import (
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
+from infill.text.document import Document, document_from_bytes
+from infill.text.languages import (
     JAVASCRIPT,
     LANGUAGES,
     PYTHON,
@@ -24,10 +26,8 @@ from infill.languages import (
     grammar,
     named,
 )
-from infill.modes.fill import infill
-from infill.options import InfillOptions, SamplerConfig
-from infill.spans import line_span, node_at_offset, node_span
-from infill.syntax import file_problems, has_syntax_error, syntax_problems
+from infill.text.spans import line_span, node_at_offset, node_span
+from infill.text.syntax import file_problems, has_syntax_error, syntax_problems
 
 BROKEN = {  # one statement cut short in each language
     "python": "def f(x):\n    return (x +\n",
@@ -201,7 +201,7 @@ def test_the_function_at_the_cursor_in_a_bound_function():
 
 def test_bad_node_selectors_in_other_languages_say_what_exists():
     _, source, _ = SAMPLES["go"]
-    from infill.languages import GO
+    from infill.text.languages import GO
 
     with pytest.raises(InputError, match=r"no function named 'Norn'.*did you mean 'Norm'"):
         node_span(source, "function:Norn", GO)
@@ -256,7 +256,7 @@ def test_the_83_second_case_typescript_is_no_longer_repaired_as_python(make_orac
 
 
 def test_a_document_knows_its_language_from_its_path(tmp_path):
-    from infill.document import load_document
+    from infill.text.document import load_document
 
     for name, (file_name, source, _) in SAMPLES.items():
         path = tmp_path / file_name

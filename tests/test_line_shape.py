@@ -1,4 +1,4 @@
-"""The line-boundary rule (infill/line_shape.py): a selection of whole lines gets whole lines back.
+"""The line-boundary rule (infill/text/line_shape.py): a selection of whole lines gets whole lines back.
 
 An editor's linewise selection is a range from column 0 of its first line to column 0 of the
 line after its last. Through the engine, the language server's edits and the CLI, whatever the
@@ -14,16 +14,16 @@ import pathlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_support import tiny_model_dir
+from lsp_support import resolve, tiny_model_dir
 
-from infill.backend import load_backend
 from infill.cli import main
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
-from infill.line_shape import keep_line_shape
+from infill.models.native import load_backend
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import Span
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.line_shape import keep_line_shape
+from infill.text.spans import Span
 from lsp_server import actions
 from lsp_server.positions import position_to_offset
 
@@ -88,11 +88,11 @@ def test_keep_line_shape(text, start, end, fill, expected):
 
 
 def test_the_shipped_model_keeps_the_blank_line_after_a_linewise_selection():
-    """The issue's case: lines 28-29 of tests/nvim/linewise_sample.py (a copy of
-    infill/canvas.py) selected linewise (the range ends at
+    """The issue's case: lines 28-29 of tests/data/linewise_sample.py.txt (the text of
+    infill/canvas.py when the issue was filed) selected linewise (the range ends at
     column 0 of line 30, a blank line). The shipped model writes these lines without a final
     line break (6 seeds of 6 before the rule), which took the blank line away."""
-    source = pathlib.Path(__file__).resolve().parent / "nvim" / "linewise_sample.py"
+    source = pathlib.Path(__file__).resolve().parent / "data" / "linewise_sample.py.txt"
     text = source.read_text(encoding="utf-8")
     lines = text.split("\n")
     assert lines[29] == ""
@@ -181,7 +181,7 @@ def test_server_edits_fill_a_linewise_selection_with_whole_lines(tiny, case):
     text, first, last = case
     start, end = line_offset(text, first), line_offset(text, last + 1)
     data = actions.ActionData("file:///x.py", 1, actions.SELECTION, start, end, actions.FILL)
-    edit = actions.resolve(tiny, text, data, OPTIONS)
+    edit = resolve(tiny, text, data, OPTIONS)
     [document_edit] = edit.document_changes or [None]
     assert_whole_lines_replaced(text, apply_lsp_edits(text, document_edit.edits), first, last)
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from lsp_support import resolve
 
-from infill.edits import TextEdit, apply_edits
 from infill.errors import Cancelled, InputError
 from infill.modes.inline import SYNTAX_EDITS
+from infill.text.edits import TextEdit, apply_edits
 from lsp_server.actions import (
     MODES,
     NODE_KIND,
@@ -17,7 +18,6 @@ from lsp_server.actions import (
     kind_allowed,
     node_at_cursor,
     quick_fixes,
-    resolve,
     run_action,
     text_document,
 )
@@ -325,7 +325,7 @@ def test_a_text_with_a_lone_surrogate_is_refused_with_a_clear_message():
 
 
 def test_documentation_actions_say_docstring_in_python_and_doc_comment_elsewhere():
-    from infill.languages import RUST, TYPESCRIPT
+    from infill.text.languages import RUST, TYPESCRIPT
     from lsp_server.actions import DOCSTRING_KIND, FILE_DOCSTRINGS_KIND, run_action
 
     only = [DOCSTRING_KIND, FILE_DOCSTRINGS_KIND]

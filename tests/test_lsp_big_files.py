@@ -16,6 +16,8 @@ import pytest
 from lsp_raw import RawServer
 from lsp_support import REQUEST_CANCELLED, tiny_model_dir
 
+pytestmark = pytest.mark.external  # the language server, as another process
+
 SMALL_URI = "file:///project/small.py"
 BIG_URI = "file:///project/big.py"
 FILE_DOCSTRINGS = "source.infill.docstrings"

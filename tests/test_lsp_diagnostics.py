@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from infill.syntax import MISSING_TOKEN, SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
+from infill.text.syntax import MISSING_TOKEN, SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
 from lsp_server.diagnostics import MAX_FIX_LINES, diagnostics, fix_span
 from lsp_server.positions import UTF8, UTF16, UTF32
 

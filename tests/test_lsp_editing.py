@@ -31,11 +31,12 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities
 
-from infill.edits import TextEdit, apply_edits
-from infill.syntax import has_syntax_error
+from infill.text.edits import TextEdit, apply_edits
+from infill.text.syntax import has_syntax_error
 from lsp_server.positions import offset_to_position, position_to_offset
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# external: the language server, as another process
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.external]
 
 SOURCE = (
     "import math\n"

@@ -23,7 +23,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# external: the language server, as another process
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.external]
 
 PUBLISH = types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
 REQUEST_FAILED = -32803

@@ -47,6 +47,8 @@ import utf16_client
 from lsp_raw import RawServer
 from lsp_support import tiny_model_dir
 
+pytestmark = pytest.mark.external  # the language server, as another process
+
 SEED = int(os.environ.get("INFILL_FUZZ_SEED", "20240611"))
 MAX_CASES = 300
 MAX_SECONDS = 60.0

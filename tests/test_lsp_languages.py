@@ -18,7 +18,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# external: the language server, as another process
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.external]
 PUBLISH = types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
 NODE_KIND = "refactor.rewrite.infill.node"
 

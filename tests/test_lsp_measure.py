@@ -28,6 +28,7 @@ def test_the_sample_file_has_200_lines_and_parses():
     compile(text, "sample.py", "exec")
 
 
+@pytest.mark.external
 def test_measure_runs_with_a_tiny_model(tiny_model):
     command = [sys.executable, "-m", "lsp_server.measure", "--model", str(tiny_model)]
     command += ["--runs", "2", "--threads", "1", "--steps", "8", "--file-lines", "2000", "--json"]
@@ -65,6 +66,7 @@ def test_file_lines_are_parsed_and_checked():
             line_counts(bad)
 
 
+@pytest.mark.external
 def test_measure_reports_a_model_that_cannot_load(tmp_path):
     command = [sys.executable, "-m", "lsp_server.measure", "--model", str(tmp_path / "missing")]
     command += ["--runs", "1", "--threads", "1"]
@@ -72,6 +74,7 @@ def test_measure_reports_a_model_that_cannot_load(tmp_path):
     assert done.returncode == 1 and "cannot load the model" in done.stderr
 
 
+@pytest.mark.external
 def test_infill_bench_lsp_runs_on_a_tiny_model(tiny_model, tmp_path, capsys):
     from infill.bench import main
 
@@ -90,6 +93,7 @@ def test_infill_bench_lsp_runs_on_a_tiny_model(tiny_model, tmp_path, capsys):
     assert set(results["fill_by_lines"]) == {"200", "400"} and "ratio, 400 to 200 lines" in table
 
 
+@pytest.mark.external
 def test_infill_bench_lsp_fails_cleanly_without_a_model(tmp_path, capsys):
     from infill.bench import main
 

@@ -9,16 +9,17 @@ import sys
 
 import pytest
 import torch
+from lsp_support import resolve
 from lsprotocol import types
 from plans import plan_canvases
 from samples import AREA_MODULE
 
-from infill.docstring_sites import missing_docstrings
-from infill.document import document_from_bytes
-from infill.edits import TextEdit, apply_edits
 from infill.errors import InputError
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import Span, line_span, validate_spans
+from infill.text.docstring_sites import missing_docstrings
+from infill.text.document import document_from_bytes
+from infill.text.edits import TextEdit, apply_edits
+from infill.text.spans import Span, line_span, validate_spans
 from lsp_server.actions import (
     ALTERNATIVES_KIND,
     DOCSTRING_KIND,
@@ -31,7 +32,6 @@ from lsp_server.actions import (
     code_actions,
     list_actions,
     quick_fixes,
-    resolve,
     run_action,
     workspace_edit,
 )

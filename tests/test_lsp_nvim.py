@@ -26,6 +26,8 @@ import pytest
 from external import require_program
 from lsp_support import contrarian_model_dir, tiny_model_dir
 
+pytestmark = pytest.mark.external  # Neovim, and the language server as another process
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "nvim" / "fill_action.lua"
 PLUGIN = ROOT / "editors" / "nvim"
@@ -202,11 +204,11 @@ def assert_lines_replaced(original: str, written: str, first: int, last: int) ->
 
 
 def test_infill_fill_linewise_with_the_shipped_model_keeps_the_blank_line_after(nvim, tmp_path):
-    """The issue's case: line 29 of tests/nvim/linewise_sample.py (a copy of infill/canvas.py)
+    """The issue's case: line 29 of tests/data/linewise_sample.py.txt (infill/canvas.py's text then)
     selected with `V` (the range ends at column 0 of line 30, a blank line), :'<,'>InfillFill.
     The shipped model writes this line without a final line break (at temperature 0); the fill
     must end with one all the same."""
-    lines = (ROOT / "tests" / "nvim" / "linewise_sample.py").read_text(encoding="utf-8").split("\n")[:-1]
+    lines = (ROOT / "tests" / "data" / "linewise_sample.py.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert lines[29] == ""
     init = {"steps": 32, "syntaxRestarts": 1}
     report, original, written = run_command(nvim, tmp_path, None, lines, "InfillFill", "lines:29-29", init)
@@ -288,8 +290,8 @@ def test_infill_doc_in_a_typescript_buffer_adds_a_doc_comment(nvim, tmp_path, ti
     """The action says "doc comment" outside Python, and the JSDoc goes above the declaration."""
     from language_samples import TYPESCRIPT
 
-    from infill.languages import TYPESCRIPT as LANGUAGE
-    from infill.syntax import has_syntax_error
+    from infill.text.languages import TYPESCRIPT as LANGUAGE
+    from infill.text.syntax import has_syntax_error
 
     lines = TYPESCRIPT.split("\n")[:-1]
     row = lines.index("  let sum = 0;") + 1  # 1-based: inside function total

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from lsp_support import offsets_to_range
 from lsprotocol.types import Position, Range
 
-from infill.edits import TextEdit, apply_edits
+from infill.text.edits import TextEdit, apply_edits
 from lsp_server.positions import (
     UTF8,
     UTF16,
@@ -13,7 +14,6 @@ from lsp_server.positions import (
     PositionError,
     line_starts,
     offset_to_position,
-    offsets_to_range,
     position_to_offset,
     range_to_offsets,
     to_lsp_edits,

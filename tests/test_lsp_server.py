@@ -30,7 +30,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pytest_lsp import LanguageClient, client_capabilities
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# external: the language server, as another process
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.external]
 PY_URI = "file:///project/example.py"
 
 SOURCE = (

@@ -53,8 +53,8 @@ def test_configuration_overrides_the_initial_settings_key_by_key():
     )
     assert warnings == []
     assert configured == Settings("/models/a", 40, 0.5, 64, 1, 3)
-    assert not initial.needs_reload(configured)
-    assert initial.needs_reload(parse_settings({"modelPath": "/models/b"}, initial)[0])
+    assert initial.model_key() == configured.model_key()
+    assert initial.model_key() != parse_settings({"modelPath": "/models/b"}, initial)[0].model_key()
     assert parse_settings(None, initial) == (initial, [])
     assert parse_settings({"alternatives": 0}, initial, "configuration 'infill'") == (
         initial,

@@ -11,6 +11,8 @@ import time
 import pytest
 from lsp_support import tiny_model_dir
 
+pytestmark = pytest.mark.external  # the language server, as another process
+
 SOURCE = "def area(w, h):\n    return w * h\n"
 
 

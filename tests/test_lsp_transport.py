@@ -138,6 +138,7 @@ def error_code(response: dict) -> int | None:
     return response.get("error", {}).get("code")
 
 
+@pytest.mark.external
 def test_lifecycle_errors_and_exit_codes(server: RawServer):
     assert error_code(server.request("textDocument/codeAction", code_action())) == -32002
     server.initialize()
@@ -148,6 +149,7 @@ def test_lifecycle_errors_and_exit_codes(server: RawServer):
     assert server.wait_exit() == 0
 
 
+@pytest.mark.external
 def test_exit_without_shutdown_exits_1_with_a_log_line(server: RawServer):
     server.initialize()
     server.notify("exit")
@@ -156,6 +158,7 @@ def test_exit_without_shutdown_exits_1_with_a_log_line(server: RawServer):
     assert "exit without shutdown" in server.tail()
 
 
+@pytest.mark.external
 def test_a_closed_stdin_ends_the_process_within_a_second(server: RawServer):
     server.initialize()
     started = time.monotonic()
@@ -183,6 +186,7 @@ BAD_PARAMS = [
 ]
 
 
+@pytest.mark.external
 @pytest.mark.parametrize("params", BAD_PARAMS, ids=range(len(BAD_PARAMS)))
 def test_params_that_do_not_fit_get_invalid_params(server: RawServer, params):
     server.initialize()
@@ -192,6 +196,7 @@ def test_params_that_do_not_fit_get_invalid_params(server: RawServer, params):
     assert "result" in server.request("textDocument/codeAction", code_action(1, 4))  # still serving
 
 
+@pytest.mark.external
 def test_malformed_frames_are_answered_or_skipped_and_the_server_goes_on(server: RawServer):
     server.initialize()
     server.open(URI, TEXT)
@@ -221,6 +226,7 @@ def test_malformed_frames_are_answered_or_skipped_and_the_server_goes_on(server:
     assert "MemoryError" not in server.tail() and server.process.poll() is None
 
 
+@pytest.mark.external
 @pytest.mark.parametrize(
     "item",
     [{"text": None}, {"text": 5}, {"languageId": 5}, {"languageId": None}, {"uri": ["a"]}],
@@ -243,6 +249,7 @@ def test_a_string_field_that_is_no_string_is_refused_not_made_one(server: RawSer
     assert error_code(server.request("textDocument/codeAction", code_action(3, 0))) is None  # TEXT kept
 
 
+@pytest.mark.external
 def test_listing_right_after_initialize_is_never_cancelled(server: RawServer):
     server.initialize({"modelPath": "/nonexistent"})
     server.open(URI, TEXT)
@@ -268,6 +275,7 @@ def listed_fill(server: RawServer, uri: str = URI) -> dict:
     return fill
 
 
+@pytest.mark.external
 def test_a_version_reused_for_other_text_is_refused(server: RawServer, tiny_model):
     server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 4})
     server.open(URI, TEXT)
@@ -278,6 +286,7 @@ def test_a_version_reused_for_other_text_is_refused(server: RawServer, tiny_mode
     assert any("refused a didChange" in line for line in server.stderr)
 
 
+@pytest.mark.external
 def test_a_resolve_of_the_listed_text_with_a_reused_version_and_new_digest_is_refused(server, tiny_model):
     """The version matches, the text does not: the digest in the action's data catches it."""
     server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 4})
@@ -289,6 +298,7 @@ def test_a_resolve_of_the_listed_text_with_a_reused_version_and_new_digest_is_re
     assert error_code(answer) == -32801 and "other text" in answer["error"]["message"]
 
 
+@pytest.mark.external
 def test_a_resolve_cancelled_while_the_model_loads_does_not_break_later_ones(server: RawServer, tiny_model):
     """Found by tests/test_lsp_fuzz.py: a $/cancelRequest during the first model load left the
     server believing the model was loaded; every later fill failed with a bare RequestFailed."""
@@ -303,6 +313,7 @@ def test_a_resolve_cancelled_while_the_model_loads_does_not_break_later_ones(ser
     assert "result" in answer, answer
 
 
+@pytest.mark.external
 def test_alternatives_of_a_document_opened_again_with_other_text_are_dropped(server: RawServer, tiny_model):
     """Found by tests/test_lsp_fuzz.py: a didOpen of an open document (no didClose) with other
     text at the same version kept the alternatives sampled for the old text: the next listing
@@ -319,6 +330,7 @@ def test_alternatives_of_a_document_opened_again_with_other_text_are_dropped(ser
     assert not any("edit" in a for a in server.request("textDocument/codeAction", params)["result"])
 
 
+@pytest.mark.external
 def test_an_incremental_change_is_refused_and_the_document_is_out_of_sync(server: RawServer):
     server.initialize()
     server.open(URI, TEXT)

@@ -15,8 +15,8 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from train_fixtures import tiny_model
 
-from infill.backend import DEFAULT_MODEL_DIR, load_backend
-from infill.model_info import SHIPPED_MODEL_DIR, count_parameters, model_card, native_model_problem
+from infill.models.model_info import SHIPPED_MODEL_DIR, count_parameters, model_card, native_model_problem
+from infill.models.native import DEFAULT_MODEL_DIR, load_backend
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,6 +74,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory):
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.external
 @pytest.mark.asyncio
 async def test_the_server_names_its_model_at_initialize_and_when_it_loads_it(client: LanguageClient):
     info = client.initialize_result.server_info

@@ -19,14 +19,14 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from infill.cli import EXIT_MODEL, EXIT_OK, main
-from infill.decode import span_text
-from infill.document import document_from_bytes
+from infill.engine.decode import span_text
 from infill.errors import ModelError
 from infill.models import load, pick_device, pick_dtype
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import line_span
+from infill.text.document import document_from_bytes
+from infill.text.spans import line_span
 from lsp_server.settings import parse_settings
 
 CODE = '''import math
@@ -229,9 +229,9 @@ def test_settings_name_the_device_dtype_and_remote_code_opt_in():
         "bfloat16",
         False,
     )
-    assert settings.needs_reload(parse_settings({"trustRemoteCode": True}, settings)[0])
-    assert settings.needs_reload(parse_settings({"dtype": "float32"}, settings)[0])
-    assert not settings.needs_reload(parse_settings({"steps": 3}, settings)[0])
+    assert settings.model_key() != parse_settings({"trustRemoteCode": True}, settings)[0].model_key()
+    assert settings.model_key() != parse_settings({"dtype": "float32"}, settings)[0].model_key()
+    assert settings.model_key() == parse_settings({"steps": 3}, settings)[0].model_key()
     assert parse_settings({"dtype": "int8"})[1] == [
         "initializationOptions.dtype should be one of auto, float32, bfloat16, float16, got 'int8': ignored"
     ]
@@ -367,6 +367,7 @@ def apply_lsp_edits(text: str, edits) -> str:
     return text
 
 
+@pytest.mark.external
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_server_fills_a_selection_with_each_family(lsp_client: LanguageClient, checkpoints, loaded):
     """One server; each family in turn through `modelPath` (a new path reloads the model)."""

@@ -1,4 +1,4 @@
-"""infill.parse_cache: a text is parsed once, a changed text incrementally, to the same tree."""
+"""infill.text.parse_cache: a text is parsed once, a changed text incrementally, to the same tree."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tree_sitter_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infill.parse_cache import ParseCache, common_prefix, point
+from infill.text.parse_cache import ParseCache, common_prefix, point
 
 LANGUAGE = tree_sitter.Language(tree_sitter_python.language())
 SOURCE = (

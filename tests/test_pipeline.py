@@ -12,9 +12,9 @@ import pytest
 import torch
 from samples import AREA_MODULE
 
-from infill.docstring_sites import missing_docstrings
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
+from infill.engine.pipeline import Hooks, Job, denoise, lay_out, mask, run
+from infill.engine.repair import RepairPolicy, repair
+from infill.engine.results import SampleResult, SampleStats
 from infill.errors import Cancelled, InputError
 from infill.modes import (
     AlternativesRequest,
@@ -25,10 +25,10 @@ from infill.modes import (
 )
 from infill.modes.docstrings import DOCSTRING_BUDGET
 from infill.options import MULTI_LINE_STEPS, FixOptions, InfillOptions, SamplerConfig
-from infill.pipeline import Hooks, Job, denoise, lay_out, mask, run
-from infill.repair import RepairPolicy, repair
-from infill.sampler import SampleResult, SampleStats
-from infill.spans import Span, line_span
+from infill.text.docstring_sites import missing_docstrings
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.spans import Span, line_span
 
 SOURCE = AREA_MODULE
 BROKEN = "def f(x):\n    return (x +\n\n\nprint(f(2))\n"

@@ -22,8 +22,10 @@ import yaml
 from external import require_program
 from lsp_support import tiny_model_dir
 
-from infill.docstring_sites import missing_docstrings
 from infill.docstrings_hook import EXIT_CHANGED, EXIT_INPUT, EXIT_OK, main
+from infill.text.docstring_sites import missing_docstrings
+
+pytestmark = pytest.mark.external  # pre-commit, running the hook as another process
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ENTRY = pathlib.Path(sys.executable).parent / "infill-docstrings"
@@ -224,7 +226,7 @@ def test_the_hook_is_declared_for_pre_commit():
     from identify.identify import tags_from_filename
 
     from infill.docstrings_hook import pre_commit_files
-    from infill.languages import LANGUAGES, by_path
+    from infill.text.languages import LANGUAGES, by_path
 
     assert hook["files"] == pre_commit_files()  # made from the language table
     recipe = (ROOT / "docs" / "pre-commit.md").read_text().split("```yaml")[1].split("```")[0]
@@ -245,7 +247,7 @@ def test_pre_commit_passes_every_language_s_files_and_scripts_to_the_hook(tmp_pa
     """The real pre-commit, with the declared `types` and `files`, on a file of each extension of
     the table (.mts, .cts and .h++ too, which identify has no tags for), a Python script without an
     extension, and files it must not pass (other languages, a binary file without an extension)."""
-    from infill.languages import LANGUAGES
+    from infill.text.languages import LANGUAGES
 
     repo = tmp_path / "repo"
     repo.mkdir()

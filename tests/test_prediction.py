@@ -1,4 +1,4 @@
-"""The context cache: span-only passes on cached keys/values (infill.prediction, InfillModel)."""
+"""The context cache: span-only passes on cached keys/values (infill.engine.prediction, InfillModel)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import torch
 from samples import COUNTER_MODULE
 
 from infill.bench import cli as bench
-from infill.document import document_from_bytes
+from infill.engine.prediction import CanvasPredictor
+from infill.engine.sampler import sample
 from infill.errors import InputError
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.prediction import CanvasPredictor
-from infill.sampler import sample
-from infill.spans import line_span
+from infill.text.document import document_from_bytes
+from infill.text.spans import line_span
 
 
 class NoCache:

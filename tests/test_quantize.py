@@ -137,8 +137,8 @@ def test_auto_means_int8_for_big_models_where_it_runs(tiny, monkeypatch, capsys)
 def test_the_quantize_setting_is_part_of_the_model_key():
     settings, warnings = parse_settings({"quantize": "int8"})
     assert warnings == [] and settings.quantize == "int8" and Settings().quantize == "auto"
-    assert Settings().needs_reload(settings)
-    assert not settings.needs_reload(parse_settings({"steps": 3}, settings)[0])
+    assert Settings().model_key() != settings.model_key()
+    assert settings.model_key() == parse_settings({"steps": 3}, settings)[0].model_key()
     assert parse_settings({"quantize": "int4"})[1] == [
         "initializationOptions.quantize should be one of auto, none, int8, got 'int4': ignored"
     ]
@@ -165,6 +165,7 @@ async def fill_actions(client: LanguageClient, uri: str) -> None:
     await client.code_action_resolve_async(action)
 
 
+@pytest.mark.external
 @pytest.mark.asyncio(loop_scope="module")
 async def test_the_server_reloads_the_model_when_quantize_changes(lsp_client: LanguageClient):
     def loads() -> list[str]:

@@ -1,4 +1,4 @@
-"""The recall stage (infill/recall.py): which lines are offered for a one-line span, how the
+"""The recall stage (infill/engine/recall.py): which lines are offered for a one-line span, how the
 model's one pass ranks them against its own fill, the syntax guard, and the stage in the
 pipeline with the shipped model."""
 
@@ -8,14 +8,14 @@ import dataclasses
 
 import torch
 
-from infill.backend import DEFAULT_MODEL_DIR, load_backend
-from infill.canvas import build_canvas
-from infill.document import Document
+from infill.engine.canvas import build_canvas
+from infill.engine.recall import Candidate, candidates, recall, whole_line
+from infill.engine.results import SampleResult, SampleStats
+from infill.models.native import DEFAULT_MODEL_DIR, load_backend
 from infill.modes.fill import infill
 from infill.options import InfillOptions
-from infill.recall import Candidate, candidates, recall, whole_line
-from infill.sampler import SampleResult, SampleStats
-from infill.spans import Span
+from infill.text.document import Document
+from infill.text.spans import Span
 
 TESTS = """\
 import networkx as nx
@@ -172,8 +172,8 @@ def test_the_shipped_model_fills_a_repeated_line_exactly_with_recall_and_not_wit
 def test_ranking_on_the_samplers_first_pass_is_ranking_on_a_pass_of_recalls_own():
     """The sampler's first pass sees the canvas as laid out, every slot masked: the log-probs it
     keeps are those of recall's own exact pass, so the decisions are the same."""
-    from infill.pipeline import denoise
-    from infill.recall import SlotLogProbs
+    from infill.engine.pipeline import denoise
+    from infill.engine.recall import SlotLogProbs
 
     backend = load_backend(DEFAULT_MODEL_DIR, threads=2)
     document = Document(TESTS, bom=False, newline="\n")
@@ -208,8 +208,8 @@ def test_the_cli_recalls_a_line_and_says_so_and_no_recall_turns_it_off(tmp_path,
 
 
 def test_inline_completion_on_a_blank_line_offers_the_recalled_line_first():
+    from infill.engine.pipeline import run
     from infill.modes.inline import InlineRequest
-    from infill.pipeline import run
 
     backend = load_backend(DEFAULT_MODEL_DIR, threads=2)
     span = span_of(TESTS, "    G.add_edge(1, 2)")
@@ -223,7 +223,7 @@ def test_inline_completion_on_a_blank_line_offers_the_recalled_line_first():
 
 
 def test_the_syntax_guard_parses_only_the_top_level_statement_around_the_line():
-    from infill.recall import top_level_block
+    from infill.engine.recall import top_level_block
 
     text = (
         "import os\n\n\ndef f(x):\n    if x:\n        y = 1\n    else:\n        y = 2\n    return y\n"
@@ -258,10 +258,10 @@ def test_recall_scores_only_the_slot_positions():
     """The output layer runs at the slots alone (a 2,048-token canvas x 152k rows is 1.2 GB)."""
     import torch
 
-    from infill.canvas import build_canvas
+    from infill.engine.canvas import build_canvas
+    from infill.engine.recall import SlotLogProbs
     from infill.models import load
-    from infill.recall import SlotLogProbs
-    from infill.spans import Span
+    from infill.text.spans import Span
 
     denoiser = load(None)
     text = "def mean(values):\n    total = sum(values)\n    return total / len(values)\n"

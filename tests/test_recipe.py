@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from infill.backend import load_backend
-from infill.model import InfillModel
-from infill.model_info import count_parameters, model_card
+from infill.models.model_info import count_parameters, model_card
+from infill.models.native import load_backend
+from infill.models.native.model import InfillModel
 from infill.train.cli import main as train_main
 from infill.train.corpus import MIN_FILES_WHEN_CUT
 from infill.train.export import MAX_FILES, MAX_SHARD_BYTES
@@ -33,6 +33,8 @@ from infill.train.recipe import (
     recipe,
 )
 from infill.train.train import StopSignal
+
+pytestmark = pytest.mark.training  # infill.train
 
 REPO = Path(__file__).resolve().parents[1]
 

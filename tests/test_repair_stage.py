@@ -15,19 +15,19 @@ import pytest
 import torch
 from plans import plan_canvases, remask_syntax
 
-import infill.repair.fresh_fills as fresh_fills
-from infill.canvas import Canvas
-from infill.decode import filled_text, span_text
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
+import infill.engine.repair.fresh_fills as fresh_fills
+from infill.engine.canvas import Canvas
+from infill.engine.decode import filled_text, span_text
+from infill.engine.repair.fresh_fills import FRESH_FILLS
+from infill.engine.repair.problems import tokens_to_remask
+from infill.engine.results import SampleResult, SampleStats
 from infill.errors import InputError
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.repair.fresh_fills import FRESH_FILLS
-from infill.repair.problems import tokens_to_remask
-from infill.sampler import SampleResult, SampleStats
-from infill.spans import Span, line_span
-from infill.syntax import file_problems, has_syntax_error
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.spans import Span, line_span
+from infill.text.syntax import file_problems, has_syntax_error
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)

@@ -12,13 +12,13 @@ import pytest
 import torch
 from checkpoints import write_checkpoint
 
-import infill.pipeline
-import infill.sampler
+import infill.engine.pipeline
+import infill.engine.sampler
 from infill.cli import EXIT_OK, EXIT_TIMED_OUT, main
+from infill.engine.sampler import sample
 from infill.models import load
 from infill.models.defaults import PUBLISHED_PASS_BUDGET
 from infill.options import SamplerConfig
-from infill.sampler import sample
 
 BROKEN = """def mean(values):
     total = 0
@@ -79,7 +79,8 @@ def test_the_step_cap_is_one_pass_per_position_for_the_dream_family(dream, tmp_p
 @pytest.fixture
 def past_deadline(monkeypatch):
     """The pipeline's clock reads an hour later than the one the CLI set the deadline by."""
-    monkeypatch.setattr(infill.pipeline, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + 3600))
+    later = SimpleNamespace(monotonic=lambda: time.monotonic() + 3600)
+    monkeypatch.setattr(infill.engine.pipeline, "time", later)
 
 
 def test_a_deadline_ends_the_fill_with_the_best_so_far(dream, tmp_path, capsys, past_deadline):
@@ -105,7 +106,7 @@ def test_candidates_choose_as_the_whole_vocabulary_does_greedily(dream, monkeypa
     editable[0, 30:50] = True
     config = SamplerConfig(steps=6, order="confidence", commit_threshold=1.0, remask_threshold=0.0)
     reduced = sample(denoiser, ids, editable, config)
-    monkeypatch.setattr(infill.sampler, "LARGE_VOCABULARY", 10**9)  # the whole vocabulary
+    monkeypatch.setattr(infill.engine.sampler, "LARGE_VOCABULARY", 10**9)  # the whole vocabulary
     whole = sample(denoiser, ids, editable, config)
     assert torch.equal(reduced.ids, whole.ids)
     assert torch.allclose(reduced.confidence, whole.confidence)

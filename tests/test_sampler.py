@@ -1,14 +1,16 @@
-"""Tests for infill.sampler: the mechanics of the diffusion sampler, driven by an oracle network."""
+"""Tests for infill.engine.sampler: the mechanics of the diffusion sampler, driven by an oracle network."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from infill.engine.prediction import token_probabilities
+from infill.engine.results import Step
+from infill.engine.sampler import sample, step_cap
+from infill.engine.unmasking import rule_scores
 from infill.errors import Cancelled, InputError
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
-from infill.prediction import token_probabilities
-from infill.sampler import Step, order_score, sample, step_cap
 
 
 def ordinary_ids(tokenizer, count: int, seed: int) -> torch.Tensor:
@@ -97,6 +99,12 @@ def test_left_to_right_order_commits_the_first_masked_positions_whatever_their_c
     for index, step in enumerate(steps[:4]):
         assert step.committed[0].nonzero().flatten().tolist() == list(range(4 + 4 * index, 8 + 4 * index))
     assert torch.equal(result.ids[0], target)
+
+
+def order_score(probs: torch.Tensor, picked_p: torch.Tensor, order: str) -> torch.Tensor:
+    """(B, P), higher first: which positions a pass commits first under `order`, the most likely
+    tokens picked (`picked_p`: their probability)."""
+    return rule_scores(order, probs, probs.argmax(-1), picked_p)
 
 
 def test_margin_order_prefers_a_clear_winner_to_a_likelier_but_contested_token():
@@ -415,8 +423,8 @@ def test_the_default_step_cap_follows_the_spans_and_a_set_one_is_kept(texts, cap
 
 
 def test_one_line_spans_get_no_refresh_pass_after_the_first():
+    from infill.engine.sampler import step_cap
     from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
-    from infill.sampler import step_cap
 
     one = step_cap(SamplerConfig(), ["x = 1"])
     assert (one.steps, one.cache_refresh) == (ONE_LINE_STEPS, ONE_LINE_STEPS)  # the first pass only

@@ -1,4 +1,4 @@
-"""Tests for span lengths by scoring (infill.span_length): a model with neither <null> nor
+"""Tests for span lengths by scoring (infill.engine.span_length): a model with neither <null> nor
 <|expand|> gets the span length its first pass is surest of, scored for a few candidate lengths
 as one batch. The network is a double that is sure of a span's tokens only at the length it
 favours."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from infill.document import document_from_bytes
+from infill.engine.span_length import candidate_lengths, choose_lengths
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.span_length import candidate_lengths, choose_lengths
-from infill.spans import Span
+from infill.text.document import document_from_bytes
+from infill.text.spans import Span
 
 NO_SYNTAX_HELP = {"syntax_rounds": 0, "syntax_edits": 0, "syntax_restarts": 0}
 PREFIX = "import os\nimport sys\n\n\ndef add(a, b):\n    return a + b\n\n\nx = "
@@ -161,7 +161,7 @@ def test_a_given_length_is_not_scored(tiny_tokenizer):
 
 class WithoutNull:
     """The tiny real backend seen as a model with no <null> (its null ruled out like a special
-    token); `cache`: whether it offers span-only passes (infill.prediction)."""
+    token); `cache`: whether it offers span-only passes (infill.engine.prediction)."""
 
     def __init__(self, backend, cache: bool):
         self.backend = backend
@@ -177,8 +177,8 @@ class WithoutNull:
 
 
 def test_scores_from_span_only_outputs_equal_those_of_full_passes(tiny_backend):
-    from infill.canvas import build_canvas
-    from infill.span_length import same_width, score_canvases
+    from infill.engine.canvas import build_canvas
+    from infill.engine.span_length import same_width, score_canvases
 
     text, span, _ = one_span(tiny_backend.tokenizer, favoured=8)
     canvases = same_width([build_canvas(tiny_backend, text, [span], [k], 128) for k in (2, 4, 8, 12, 16)])

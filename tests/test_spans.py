@@ -1,4 +1,4 @@
-"""Tests for infill.spans: --lines, --range, --node, cursor kinds, and span validation."""
+"""Tests for infill.text.spans: --lines, --range, --node, cursor kinds, and span validation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infill.errors import InputError
-from infill.spans import (
+from infill.text.spans import (
     CURSOR_KINDS,
     Span,
     line_span,
@@ -631,8 +631,8 @@ def test_spans_from_the_parsers_validate_together():
 
 
 def _every_candidate(data, root, kind, target):
-    """The plain walk over every child that infill.spans._candidates_around shortcuts."""
-    from infill.spans import _cursor_range, _line_shaped_start
+    """The plain walk over every child that infill.text.spans._candidates_around shortcuts."""
+    from infill.text.spans import _cursor_range, _line_shaped_start
 
     stack = [root]
     while stack:
@@ -654,7 +654,7 @@ def _every_candidate(data, root, kind, target):
      "class A:\n    def g(self):\n        pass\n    \nif x:\n\tpass\n"],
 )  # fmt: skip
 def test_the_nodes_around_an_offset_are_found_as_by_walking_every_child(source):
-    from infill.spans import CURSOR_KINDS, _candidates_around, parse_tree
+    from infill.text.spans import CURSOR_KINDS, _candidates_around, parse_tree
 
     data, root = parse_tree(source)
     for target in range(len(data) + 1):

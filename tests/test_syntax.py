@@ -1,8 +1,8 @@
-"""infill.syntax: tree-sitter's problems, and Python's own verdict where tree-sitter sees none."""
+"""infill.text.syntax: tree-sitter's problems, and Python's own verdict where tree-sitter sees none."""
 
 from __future__ import annotations
 
-from infill.syntax import SYNTAX_ERROR, file_problems, has_syntax_error, syntax_problems
+from infill.text.syntax import SYNTAX_ERROR, file_problems, has_syntax_error, syntax_problems
 
 
 def test_valid_code_has_no_problems_either_way():

@@ -9,15 +9,15 @@ from __future__ import annotations
 import torch
 from plans import plan_canvases
 
-from infill.decode import filled_text
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
+from infill.engine.decode import filled_text
+from infill.engine.repair.problems import tokens_to_remask
+from infill.engine.repair.token_edits import Edit, candidates
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.repair.problems import tokens_to_remask
-from infill.repair.token_edits import Edit, candidates
-from infill.spans import line_span
-from infill.syntax import file_problems
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.spans import line_span
+from infill.text.syntax import file_problems
 
 SOURCE = "def f(x):\n    y = x * 2\n    return y + 1\n\n\nprint(f(2))\n"
 NO_SELF_CORRECTION = SamplerConfig(steps=8, max_revisions=0)

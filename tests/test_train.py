@@ -16,7 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infill.backend import load_backend
+from infill.models.native import load_backend
 from infill.train.cli import main as train_main
 from infill.train.corpus import HELDOUT_PACKAGES, CorpusFile, ast_spans, build_corpus, load_corpus, package_of
 from infill.train.masking import (
@@ -30,6 +30,8 @@ from infill.train.masking import (
     span_example,
 )
 from infill.train.train import TrainConfig, batches
+
+pytestmark = pytest.mark.training  # infill.train
 
 MODULE = '''"""A module."""
 

@@ -1,4 +1,4 @@
-"""Tests for the unmasking rules (infill.unmasking) and blockwise decoding in the sampler loop,
+"""Tests for the unmasking rules (infill.engine.unmasking) and blockwise decoding in the sampler loop,
 driven by denoisers whose distributions the test sets (network doubles)."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ import math
 import pytest
 import torch
 
+from infill.engine.results import Step
+from infill.engine.sampler import sample
+from infill.engine.unmasking import rule_scores, sampling_distribution
 from infill.errors import InputError
 from infill.options import ORDERS, SamplerConfig
-from infill.sampler import Step, sample
-from infill.unmasking import rule_scores, sampling_distribution
 
 VOCAB = 11
 MASK = 10  # the one special id; ids 0..9 are ordinary tokens

@@ -31,7 +31,9 @@ import warnings
 
 import pytest
 
-from infill.tokenizer import SPECIAL_TOKENS
+from infill.models.native.tokenizer import SPECIAL_TOKENS
+
+pytestmark = pytest.mark.external  # code-server, Chromium, and the language server as another process
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "editors" / "vscode"

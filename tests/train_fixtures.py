@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from infill.backend import DEFAULT_MODEL_DIR
-from infill.model import InfillConfig, InfillModel
-from infill.tokenizer import CodeTokenizer
+from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.tokenizer import CodeTokenizer
 
 WORDS = ["zorblax", "quuxen", "frobnitz", "wibblet", "grommet", "snarkle", "plonk", "vexil"]
 

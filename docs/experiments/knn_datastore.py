@@ -31,8 +31,8 @@ import torch
 from infill.bench.cli import build_parser
 from infill.bench.quality import run_quality
 from infill.models.native import InfillBackend, load_backend
-from infill.train.finetune import collect
 from infill.train.masking import MaskMix, collate, make_example
+from infill.train.repository import collect
 
 # mostly the single lines, blocks and several-span examples that fills look like
 DATASTORE_MIX = MaskMix(line=0.35, lines=0.15, ast=0.1, chars=0.0, multi=0.3, window=0.1)

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from infill.backend import DEFAULT_MODEL_DIR
-from infill.tokenizer import CodeTokenizer
+from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import load_corpus
 from infill.train.recipe import RECIPE_CONTEXT
 from infill.train.train import TrainConfig, sample_batch

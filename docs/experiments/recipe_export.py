@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from infill.backend import DEFAULT_MODEL_DIR
-from infill.model import InfillConfig, InfillModel
-from infill.tokenizer import CodeTokenizer
+from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.export import MAX_SHARD, export_model
 from infill.train.recipe import RECIPE_CONTEXT, RECIPE_MODEL
 from infill.train.train import save_checkpoint

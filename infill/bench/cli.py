@@ -54,13 +54,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from infill.backend import DEFAULT_MODEL_DIR, Denoiser
 from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, engine_options, rule_options, run_quality
 from infill.bench.sizes import CONTEXTS, SIZES, parse_sizes
 from infill.bench.tasks import KINDS, code_lines, heldout_sources, make_tasks
-from infill.document import document_from_bytes
 from infill.errors import ModelError
 from infill.models import load
+from infill.models.base import Denoiser
+from infill.models.native import DEFAULT_MODEL_DIR
 from infill.modes.fill import infill
 from infill.options import (
     MULTI_LINE_STEPS,
@@ -70,7 +70,8 @@ from infill.options import (
     InfillOptions,
     SamplerConfig,
 )
-from infill.spans import line_span
+from infill.text.document import document_from_bytes
+from infill.text.spans import line_span
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -227,7 +228,7 @@ def sizes(args: argparse.Namespace) -> dict:
     import torch
 
     from infill.bench.sizes import format_rows, measure_size
-    from infill.tokenizer import CodeTokenizer
+    from infill.models.native.tokenizer import CodeTokenizer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -353,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="quality: tasks from the files of the repository DIR that `infill-train "
                         "finetune` holds out (default: this project's held-out packages)")
     parser.add_argument("--no-recall", dest="recall", action="store_false",
-                        help="one-line fills never take a line of the file (infill.recall)")
+                        help="one-line fills never take a line of the file (infill.engine.recall)")
     parser.add_argument("--context-length", type=int, default=None, metavar="N",
                         help="quality, speed, shapes: the model's window in tokens (default: the "
                         "model's own; shapes: the device's)")

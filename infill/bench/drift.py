@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from infill.bench.tasks import Task, code_lines
-from infill.document import document_from_bytes
-from infill.edits import apply_edits
 from infill.kept_context import KeptContext, context_ids
 from infill.modes.fill import infill
 from infill.options import InfillOptions
-from infill.spans import Span, line_span
+from infill.text.document import document_from_bytes
+from infill.text.edits import apply_edits
+from infill.text.spans import Span, line_span
 
 VARIANTS = ("exact", "stale", "refreshed")
 GAP = 3

@@ -18,14 +18,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from infill.backend import Denoiser
 from infill.bench.evalset import EvalFunction
 from infill.bench.tasks import EXEC_KINDS, KINDS, Task, heldout_sources, make_tasks
-from infill.document import Document
 from infill.errors import InputError
+from infill.models.base import Denoiser
 from infill.modes.fill import infill
 from infill.modes.fix import fix
 from infill.options import FixOptions, InfillOptions, SamplerConfig
+from infill.text.document import Document
 
 PLOT_CAPS = (1, 2, 4, 8, 16, 32)
 MEMORY_CAP = 2 * 1024**3  # bytes of address space for a program under test
@@ -46,8 +46,8 @@ class Score:
     steps: int
     ms: float
     error: str | None = None  # why the task failed outright (engine error, failing assert, timeout)
-    syntax_rounds: int = 0  # retries of a fill that broke the file's syntax (infill.repair.retries)
-    syntax_edits: int = 0  # parser-checked token edits made to it (infill.repair.token_edits)
+    syntax_rounds: int = 0  # retries of a fill that broke the file's syntax (infill.engine.repair.retries)
+    syntax_edits: int = 0  # parser-checked token edits made to it (infill.engine.repair.token_edits)
     syntax_restarts: int = 0  # fresh fills after the retries and edits left it broken
     passes: int = 0  # the model's forward passes, all of them
 
@@ -241,7 +241,7 @@ def plot_curve(curve: dict[str, dict[int, dict]], path: Path, title: str = "") -
 def repository_sources(root: Path) -> list[tuple[str, str]]:
     """(path, text) of the files of the repository under `root` that `infill-train finetune`
     holds out (never trains on), those that parse."""
-    from infill.train.finetune import collect
+    from infill.train.repository import collect
 
     files = collect(root, report=lambda message: None)
     return [(f.path, f.text) for f in files.heldout if parses(f.text)]

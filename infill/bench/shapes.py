@@ -29,18 +29,18 @@ from functools import partial
 
 import torch
 
-from infill.document import document_from_bytes
 from infill.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
 from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.models.quantize import Int8Loading, quantized_layers, use_int8
 from infill.models.vocabulary import CheckpointTokenizer
 from infill.models.weights import build_meta, parameter_setter, return_big_blocks
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import Span
-from infill.tokenizer import CodeTokenizer
+from infill.text.document import document_from_bytes
+from infill.text.spans import Span
 
 # name: (decoder config, mask id, end-of-text id, shifted, first special id) — from the published configs
 SHAPES = {
@@ -151,8 +151,8 @@ def measure_shape(
     ``span``): the span of the fill timed after a fill of ``span`` in the same document, as the
     language server runs it (infill.kept_context); ``quantize``: its weights' form
     (infill.models.quantize); ``context_length``: the window (default: the device's)."""
-    from infill.pipeline import Job, lay_out
-    from infill.repair import RepairPolicy
+    from infill.engine.pipeline import Job, lay_out
+    from infill.engine.repair import RepairPolicy
 
     started = time.perf_counter()
     denoiser = random_denoiser(name, device, dtype, quantize)

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import torch
 
-from infill.backend import InfillBackend
-from infill.document import document_from_bytes
-from infill.model import InfillConfig, InfillModel
+from infill.models.native import InfillBackend
+from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
-from infill.spans import Span
-from infill.tokenizer import CodeTokenizer
+from infill.text.document import document_from_bytes
+from infill.text.spans import Span
 
 # (hidden size, layers): the shipped size, and the candidates for the GPU recipe's larger model
 SIZES = ((256, 4), (256, 6), (320, 6), (384, 4), (384, 5), (448, 4), (384, 6), (448, 6), (512, 6))

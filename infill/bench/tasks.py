@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from infill.bench.evalset import EvalFunction, load_functions
-from infill.spans import Span, line_span
+from infill.text.spans import Span, line_span
 from infill.train.corpus import (
     HELDOUT_PACKAGES,
     ast_offsets,

@@ -4,7 +4,7 @@ encode and decode text. The sampler and the engine use nothing else, so every mo
 
 Optional attributes a family may add (read with getattr): `expand_id` (DreamOn's `<|expand|>`,
 None elsewhere), `recommended` (its authors' sampler settings, a plain dict), `framing`
-(the tokens its authors put around every prompt: `infill.canvas.Framing`; none by default) and
+(the tokens its authors put around every prompt: `infill.engine.canvas.Framing`; none by default) and
 `scores_visible_tokens` (True: trained to restore randomly replaced visible tokens, so the
 probability at an unmasked position judges the token there; False by default: a loss at masked
 positions only. Fix mode scores a span by it: `infill.modes.fix.scores_visible_tokens`).
@@ -36,7 +36,7 @@ class Denoiser(Protocol):
 
 class CachingDenoiser(Denoiser, Protocol):
     """A denoiser that can compute a few positions of a canvas, reusing the keys and values of the
-    rest from its last full pass (the optional speed path; see `infill.prediction`)."""
+    rest from its last full pass (the optional speed path; see `infill.engine.prediction`)."""
 
     def new_cache(self) -> object: ...
 

@@ -15,7 +15,7 @@ at i (LLaDA) or at i + 1 (Dream, Open-dCoder: the shift) is the family's busines
 The speed path (`logits_at(..., cache, refresh=False)`): only the given positions are computed;
 their queries attend to the keys and values of the whole canvas, taken from the cache of the
 last full pass except at those positions, which are refreshed (Fast-dLLM's "dual cache", as in
-`infill.model.InfillModel.cached_logits`).
+`infill.models.native.model.InfillModel.cached_logits`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infill.model import LayerCache
+from infill.models.native.model import LayerCache
 
 
 @dataclass(frozen=True)

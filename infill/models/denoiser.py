@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from infill.canvas import NO_FRAMING, Framing
+from infill.engine.canvas import NO_FRAMING, Framing
 from infill.models.decoder import Decoder
 from infill.models.vocabulary import CheckpointTokenizer
 
@@ -44,7 +44,7 @@ class CheckpointDenoiser:
     device: torch.device
     expand_id: int | None = None  # DreamOn's <|expand|> (in special_ids until a sampler handles it)
     recommended: dict = field(default_factory=dict)  # the authors' sampler settings (see the family)
-    framing: Framing = NO_FRAMING  # the tokens the authors put around every prompt (infill.canvas)
+    framing: Framing = NO_FRAMING  # the tokens the authors put around every prompt (infill.engine.canvas)
     # Trained with a loss at masked positions only: a probability at a visible position says
     # little (Dream's shift: the row that scores token i has seen it), so fix mode scores each
     # token with its position masked (infill.modes.fix).

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from infill.canvas import NO_FRAMING, Framing
+from infill.engine.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids

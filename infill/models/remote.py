@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -30,14 +31,14 @@ class RemoteNetwork(torch.nn.Module):
 
 
 def load_remote(
-    directory: Path, config: dict, device: torch.device, dtype: torch.dtype
+    directory: Path, config: dict, device: torch.device, dtype: torch.dtype, module: ModuleType
 ) -> CheckpointDenoiser:
+    """The checkpoint's own modeling code behind the `Denoiser` interface; `module`: the family's
+    (`infill.models.family_module`), whose `conventions` give the tokens and the context."""
     check_remote_code(directory, config)
     from transformers import AutoModel
 
-    from infill.models import family_module
-
-    family = family_module(directory, config).conventions(directory, config)
+    family = module.conventions(directory, config)
     print(f"infill: running the modeling code shipped in {directory} (--trust-remote-code)", file=sys.stderr)
     try:
         model = AutoModel.from_pretrained(

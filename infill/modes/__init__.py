@@ -1,7 +1,7 @@
-"""The modes: what a request asks for, as a plan over the pipeline's stages (infill.pipeline).
+"""The modes: what a request asks for, as a plan over the pipeline's stages (infill.engine.pipeline).
 
 Each mode is one module with a request dataclass (its `plan` and its `finish`) and the result
-it returns; `infill.pipeline.run(denoiser, request)` runs any of them:
+it returns; `infill.engine.pipeline.run(denoiser, request)` runs any of them:
 
     fill          FillRequest           regenerate spans                       -> InfillResult
     fix           FixRequest            re-predict the tokens the model doubts -> FixResult

@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from infill.canvas import Canvas
-from infill.document import Document
-from infill.edits import TextEdit, minimal_edit
+from infill.engine.canvas import Canvas
+from infill.engine.pipeline import Filled, Hooks, Job, run
+from infill.engine.repair import RepairPolicy
+from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
 from infill.options import InfillOptions
-from infill.pipeline import Filled, Hooks, Job, run
-from infill.repair import RepairPolicy
-from infill.sampler import SampleStats, Step
-from infill.spans import Span, validate_spans
-from infill.syntax import file_problems
+from infill.text.document import Document
+from infill.text.edits import TextEdit, minimal_edit
+from infill.text.spans import Span, validate_spans
+from infill.text.syntax import file_problems
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser

@@ -1,8 +1,8 @@
 """Document mode: write a docstring (in other languages: a documentation comment, in the
-language's convention, infill.doc_comments) for each function or class that lacks one.
+language's convention, infill.text.doc_comments) for each function or class that lacks one.
 
-    plan:   the sites (infill.docstring_sites) near each other as one job on the window of the
-            file around them (infill.window: only that is tokenized and parsed, so a whole-file
+    plan:   the sites (infill.text.docstring_sites) near each other as one job on the window of the
+            file around them (infill.text.window: only that is tokenized and parsed, so a whole-file
             job costs what its windows cost); in each window the quotes are put in place and
             the model fills the empty span between them:
 
@@ -23,7 +23,7 @@ and no trailing backslash, and a text ending in a quote gets a space before the 
 The literal must then parse on its own as a string, and if the file parsed before, it must parse
 after the insertion. A site whose text comes out empty, or fails those checks, gets no edit and
 a reason instead: this mode never inserts text the model did not write. Line endings are the
-file's. A documentation comment is laid out by its convention (infill.doc_comments.render) and
+file's. A documentation comment is laid out by its convention (infill.text.doc_comments.render) and
 must leave a file that parsed parsing with its own grammar.
 """
 
@@ -37,19 +37,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infill import doc_comments
-from infill.canvas import Canvas
-from infill.docstring_sites import DocstringSite
-from infill.document import Document
-from infill.edits import TextEdit, apply_edits, minimal_edit
-from infill.languages import PYTHON, Language
+from infill.engine.canvas import Canvas
+from infill.engine.pipeline import Filled, Hooks, Job, jobs_of, run
+from infill.engine.repair import RepairPolicy
+from infill.engine.results import SampleStats, Step
 from infill.options import MULTI_LINE_STEPS, InfillOptions
-from infill.pipeline import Filled, Hooks, Job, jobs_of, run
-from infill.repair import RepairPolicy
-from infill.sampler import SampleStats, Step
-from infill.spans import Span
-from infill.syntax import has_syntax_error
-from infill.window import Window, fits_one_window, window_around
+from infill.text import doc_comments
+from infill.text.docstring_sites import DocstringSite
+from infill.text.document import Document
+from infill.text.edits import TextEdit, apply_edits, minimal_edit
+from infill.text.languages import PYTHON, Language
+from infill.text.spans import Span
+from infill.text.syntax import has_syntax_error
+from infill.text.window import Window, fits_one_window, window_around
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser

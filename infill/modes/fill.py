@@ -2,10 +2,10 @@
 
 plan:   the spans of the document, masked, at the request's budget
 repair: every step the options allow (fresh fills for spans of several lines)
-recall: a one-line span may take a line of the document instead (infill.recall)
+recall: a one-line span may take a line of the document instead (infill.engine.recall)
 edits:  one minimal edit per span whose text changed
 
-Under the authors' protocol (`options.protocol == "authors"`, infill.authors) each span is a
+Under the authors' protocol (`options.protocol == "authors"`, infill.engine.authors) each span is a
 hole of its own, filled by its family's published loop, with no repair and no recall; each
 span's result carries the ids that loop committed.
 """
@@ -16,17 +16,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infill.authors import loop_family
-from infill.authors.run import AUTHORS_CONTEXT, denoise_stage, hole_budget
-from infill.canvas import Canvas
-from infill.document import Document
-from infill.edits import TextEdit, minimal_edit
+from infill.engine.authors import loop_family
+from infill.engine.authors.run import AUTHORS_CONTEXT, denoise_stage, hole_budget
+from infill.engine.canvas import Canvas
+from infill.engine.pipeline import Filled, Hooks, Job, run
+from infill.engine.repair import RepairPolicy
+from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
 from infill.options import InfillOptions
-from infill.pipeline import Filled, Hooks, Job, run
-from infill.repair import RepairPolicy
-from infill.sampler import SampleStats, Step
-from infill.spans import Span, validate_spans
+from infill.text.document import Document
+from infill.text.edits import TextEdit, minimal_edit
+from infill.text.spans import Span, validate_spans
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser

@@ -7,7 +7,7 @@
            least likely first)
     denoise: the flagged positions only; every other token stays fixed context
     repair: only if the span had a syntax error (a quick fix) and still has one: the syntax
-           retries and token edits (infill.repair), whose rewritten tokens count as flagged;
+           retries and token edits (infill.engine.repair), whose rewritten tokens count as flagged;
            never a fresh fill. A span without a syntax error never gets a repair, so a fix of
            code that parses keeps to its flagged tokens.
     edits: one per run of flagged tokens that changed: bytes between them never change
@@ -39,18 +39,18 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from infill.canvas import Canvas, Slot
-from infill.document import Document
-from infill.edits import TextEdit, apply_edits, minimal_edit
+from infill.engine.canvas import Canvas, Slot
+from infill.engine.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
+from infill.engine.prediction import allowed_softmax, exact_logits_at, token_probabilities
+from infill.engine.repair import RepairPolicy
+from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
 from infill.kept_context import without_kept_context
-from infill.line_shape import keep_line_shape
 from infill.options import FixOptions
-from infill.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
-from infill.prediction import allowed_softmax, exact_logits_at, token_probabilities
-from infill.repair import RepairPolicy
-from infill.sampler import SampleStats, Step
-from infill.spans import Span, validate_spans
+from infill.text.document import Document
+from infill.text.edits import TextEdit, apply_edits, minimal_edit
+from infill.text.line_shape import keep_line_shape
+from infill.text.spans import Span, validate_spans
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser

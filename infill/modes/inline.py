@@ -6,7 +6,7 @@
             lower them): ghost text is asked for as the user types. Token edits nearly doubled
             its time (`infill-bench lsp --threads 2`: 140 -> 259 ms with 2 edits), so it gets
             none; an insertion point gets no fresh fills
-    recall: on a blank line, the first sample may be a line of the file (infill.recall)
+    recall: on a blank line, the first sample may be a line of the file (infill.engine.recall)
     edits:  the distinct, non-blank texts, in the order drawn
 
 The language server offers them as ghost text (lsp_server.inline).
@@ -18,12 +18,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infill.document import Document
+from infill.engine.pipeline import Filled, Job
+from infill.engine.repair import RepairPolicy
+from infill.engine.results import SampleStats
 from infill.options import InfillOptions
-from infill.pipeline import Filled, Job
-from infill.repair import RepairPolicy
-from infill.sampler import SampleStats
-from infill.spans import Span, validate_spans
+from infill.text.document import Document
+from infill.text.spans import Span, validate_spans
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser

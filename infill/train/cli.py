@@ -31,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-from infill.model import InfillModel
-from infill.tokenizer import CodeTokenizer, train_tokenizer
+from infill.models.native.model import InfillModel
+from infill.models.native.tokenizer import CodeTokenizer, train_tokenizer
 from infill.train.corpus import build_corpus, load_corpus
 from infill.train.export import plot_loss
 from infill.train.masking import EXAMPLE_KINDS, MaskMix, parse_mix

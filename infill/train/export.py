@@ -2,7 +2,7 @@
 
 The directory holds float16 safetensors (one file, or shards of at most `MAX_SHARD` bytes with
 `model.safetensors.index.json` beside them), config.json, tokenizer.json, training.json (what the
-model is and how it was trained: `infill.model_info` reads it) and, where there is a log, the
+model is and how it was trained: `infill.models.model_info` reads it) and, where there is a log, the
 loss plot. It is written next to its target and renamed into place, so a half-written export is
 never left where a model is looked for.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from infill.model import InfillModel
-from infill.tokenizer import CodeTokenizer
+from infill.models.native.model import InfillModel
+from infill.models.native.tokenizer import CodeTokenizer
 
 MAX_SHARD = "15MB"  # 15 * 10**6 bytes: under the 16 MiB a file may have to come back from a GPU machine
 MAX_SHARD_BYTES = 16 * 2**20

@@ -4,7 +4,7 @@ An example is a window of one file laid out exactly as the engine lays out a req
 
     [prefix tokens][span tokens + k <null>][suffix tokens][<pad> ...]
 
-Prefix, span and suffix are tokenized *separately* (as `infill.canvas` does), the span region
+Prefix, span and suffix are tokenized *separately* (as `infill.engine.canvas` does), the span region
 (content plus null padding, so the model learns where a span ends) is partly masked with a ratio
 t ~ U(0, 1), and the model learns to predict the original token at every region position.
 Kinds of span, mixed by `MaskMix`: a single line, a block of lines, a random character span, an
@@ -14,7 +14,7 @@ example than one short span gives), and plain whole-window masking (MDLM style),
 model a general denoiser.
 
 Null padding: half of the spans get exactly the padding the engine's default budget gives a span
-of that length (`infill.canvas.default_budget`), the others a random 0..max(8, n) nulls.
+of that length (`infill.engine.canvas.default_budget`), the others a random 0..max(8, n) nulls.
 
 Random-token corruption: a share of the visible region tokens (and, in some examples, of the
 context) is replaced by random tokens, with the original as the target. It teaches the model to
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
-from infill.canvas import default_budget
-from infill.tokenizer import SPECIAL_TOKENS, CodeTokenizer
+from infill.engine.canvas import default_budget
+from infill.models.native.tokenizer import SPECIAL_TOKENS, CodeTokenizer
 from infill.train.corpus import CorpusFile
 
 IGNORE = -100

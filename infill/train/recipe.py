@@ -47,9 +47,9 @@ from pathlib import Path
 
 import torch
 
-from infill.backend import DEFAULT_MODEL_DIR
-from infill.model import InfillConfig, InfillModel
-from infill.tokenizer import CodeTokenizer
+from infill.models.native import DEFAULT_MODEL_DIR
+from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import build_corpus, source_roots, stdlib_root
 from infill.train.export import MAX_SHARD, export_model, read_log
 from infill.train.train import TrainConfig, train

@@ -38,8 +38,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from infill.model import InfillConfig, InfillModel
-from infill.tokenizer import CodeTokenizer
+from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import CorpusFile, load_corpus
 from infill.train.masking import IGNORE, MaskMix, collate, make_example
 

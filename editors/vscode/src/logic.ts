@@ -57,7 +57,7 @@ export function serverSettings(config: unknown): Record<string, unknown> {
 
 /**
  * VS Code's languageIds of the languages infill knows, by infill's name for each (the table in
- * infill/languages.py; package.json's activationEvents and `when` clauses list the same ids).
+ * infill/text/languages.py; package.json's activationEvents and `when` clauses list the same ids).
  */
 export const LANGUAGE_IDS: Record<string, readonly string[]> = {
     python: ['python'],
@@ -199,7 +199,7 @@ export function alternativeCandidates<T extends ActionLike>(actions: readonly T[
 /**
  * What documentation is called in a language: "docstring" in Python, "doc comment" elsewhere
  * (JSDoc, Javadoc, Doxygen, rustdoc, Go); the server's action titles say the same
- * (infill/languages.py, Language.doc_noun).
+ * (infill/text/languages.py, Language.doc_noun).
  */
 export function docNoun(languageId: string): string {
     return languageId === 'python' ? 'docstring' : 'doc comment';

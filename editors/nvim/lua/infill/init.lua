@@ -29,7 +29,7 @@ local M = {}
 
 M.client_id = nil -- the running client, started on the first buffer of one of M.filetypes
 M.config = nil -- the vim.lsp.start_client configuration setup() built
--- The filetypes of the languages infill knows (infill/languages.py); Neovim sends the filetype
+-- The filetypes of the languages infill knows (infill/text/languages.py); Neovim sends the filetype
 -- as the languageId.
 M.FILETYPES = {
   'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
@@ -261,7 +261,7 @@ function M.fix(opts)
 end
 
 --- What documentation is called in the buffer's language: "docstring" in Python, else "doc
---- comment" (as the server's action titles say: infill/languages.py, Language.doc_noun).
+--- comment" (as the server's action titles say: infill/text/languages.py, Language.doc_noun).
 function M.doc_noun(bufnr)
   return vim.bo[bufnr].filetype == 'python' and 'docstring' or 'doc comment'
 end

@@ -1,0 +1,257 @@
+"""One request, start to end: the stages every mode goes through.
+
+    plan     request.plan(denoiser) -> jobs: each a text, its spans, the rows to sample, the
+             sampler's settings and the repair policy (the modes: infill.modes)
+    canvas   a job's spans laid out as token ids, in groups that fit the window (infill.engine.canvas)
+    mask     the positions to denoise: every slot position, or the mode's choice (fix mode
+             scores the canvas and picks the tokens the model doubts)
+    denoise  the sampler (infill.engine.sampler)
+    repair   parser-guided retries, token edits and fresh fills, as the policy allows (infill.engine.repair)
+    recall   a one-line fill may take a line of the document the model ranks higher (infill.engine.recall)
+    decode   each slot's text (infill.engine.decode)
+    edits    request.finish(...) -> the mode's result: its edits and what it has to say
+
+Progress (before each job), cancellation (before each job and each canvas; the sampler checks
+before each pass) and statistics are handled here, once for every mode. The CLI and the
+language server call `run` and nothing below it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import torch
+
+from infill.engine.canvas import Canvas, build_canvas
+from infill.engine.decode import rows_texts
+from infill.engine.recall import recall
+from infill.engine.repair import RepairPolicy, repair
+from infill.engine.results import SampleResult, SampleStats, Step, merge_stats
+from infill.engine.sampler import sample, step_cap
+from infill.engine.span_length import choose_lengths, needs_scored_lengths
+from infill.errors import Cancelled, InputError
+from infill.options import SamplerConfig
+from infill.text.document import Document
+from infill.text.spans import Span
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
+
+__all__ = [
+    "Canvas",
+    "Filled",
+    "Hooks",
+    "Job",
+    "Request",
+    "SampleStats",
+    "Selection",
+    "Step",
+    "jobs_of",
+    "lay_out",
+    "run",
+]
+
+NOTHING_SAMPLED = SampleStats(steps=0, forward_passes=0, tokens=0, revisions=0, seconds=0.0, converged=True)
+
+
+@dataclass
+class Hooks:
+    """What the caller wants to see and say while a request runs."""
+
+    on_step: Callable[[Canvas, Step], None] | None = None  # after each denoising pass
+    cancelled: Callable[[], bool] | None = None  # true: stop (Cancelled)
+    on_progress: Callable[[int, int], None] | None = None  # (spans done, spans in all), before each job
+    deadline: float | None = None  # time.monotonic() past which a fill ends at its next pass and
+    #   skips the repair and recall stages: the best fill so far (the CLI's --timeout)
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+
+@dataclass
+class Selection:
+    """The mask stage's answer: which positions of a canvas's rows the sampler denoises."""
+
+    editable: torch.Tensor  # (B, L) bool
+    probs: torch.Tensor | None = None  # (L, vocab): the scoring pass it was chosen by, if any
+    stats: SampleStats | None = None  # of that pass
+
+
+@dataclass
+class Job:
+    """One piece of a plan: the spans of one text, filled on one canvas or more."""
+
+    document: Document
+    spans: list[Span]
+    sampler: SamplerConfig
+    repair: RepairPolicy
+    budget: int | None = None  # masked positions per span; None: from the span's current length
+    context_length: int | None = None  # None: the model's own
+    rows: int = 1  # samples drawn together as one batch (alternatives)
+    keep_text: bool = False  # slots hold the spans' own tokens, not masks (see build_canvas)
+    select: Callable[[Denoiser, Canvas, torch.Tensor], Selection] | None = None  # None: every slot position
+    context: Any = None  # what the mode's finish needs to know of this job (e.g. its window)
+    recall: bool = False  # one-line fills may take a line of the document (fill mode, first inline sample)
+    denoise: Callable[..., SampleResult] | None = None  # None: this engine's sampler (`denoise`);
+    #   else the stage to run instead, with the same arguments (the authors' loops: infill.engine.authors.run)
+
+
+@dataclass
+class Filled:
+    """What the stages made of one canvas of a job."""
+
+    job: Job
+    canvas: Canvas
+    selection: Selection
+    sampled: SampleResult  # after the repair stage
+    texts: list[list[str]]  # [row][slot]: each slot's text
+
+
+R = TypeVar("R", covariant=True)
+
+
+class Request(Protocol[R]):
+    """A mode's request (infill.modes): its plan, and what it makes of the filled canvases."""
+
+    def plan(self, denoiser: Denoiser) -> list[Job]: ...
+
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> R: ...
+
+
+def run(denoiser: Denoiser, request: Request[R], hooks: Hooks | None = None) -> R:
+    """Run `request` through the stages; its mode's result."""
+    hooks = hooks or Hooks()
+    jobs = request.plan(denoiser)
+    total, done = sum(len(job.spans) for job in jobs), 0
+    filled: list[Filled] = []
+    for job in jobs:
+        if hooks.on_progress is not None:
+            hooks.on_progress(done, total)
+        check(hooks)  # before a job's text is tokenized...
+        for canvas in lay_out(denoiser, job):
+            check(hooks)  # ...and before each of its canvases is denoised
+            filled.append(fill_canvas(denoiser, job, canvas, hooks))
+        done += len(job.spans)
+    stats = [s for f in filled for s in (f.selection.stats, f.sampled.stats) if s is not None]
+    return request.finish(denoiser, filled, merge_stats(stats))
+
+
+def check(hooks: Hooks) -> None:
+    """Cancelled if the caller has asked to stop."""
+    if hooks.cancelled is not None and hooks.cancelled():
+        raise Cancelled("request cancelled")
+
+
+def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> Filled:
+    """mask -> denoise -> repair -> recall -> decode, for one canvas."""
+    ids = torch.tensor([canvas.ids]).repeat(job.rows, 1)
+    selection = mask(denoiser, job, canvas, ids)
+    spans = [job.document.text[s.span.start : s.span.end] for s in canvas.slots]
+    config = step_cap(job.sampler, spans, int(selection.editable[0].sum()))
+    recalls = job.recall and job.rows == 1
+    on_step = partial(hooks.on_step, canvas) if hooks.on_step else None
+    stage = job.denoise or denoise
+    sampled = stage(denoiser, ids, selection.editable, replace(config, first_view=recalls), on_step,
+                    hooks.cancelled, hooks.out_of_time)  # fmt: skip
+    first_view = sampled.first_view  # the canvas as laid out: what recall ranks lines on
+    if not hooks.out_of_time():
+        sampled = repair_in_time(denoiser, job, canvas, sampled, config, on_step, hooks)
+    if recalls and not hooks.out_of_time():
+        sampled = recall(denoiser, job.document, canvas, sampled, first_view)
+    texts = rows_texts(denoiser, job.document, canvas, sampled.ids)
+    return Filled(job, canvas, selection, sampled, texts)
+
+
+def repair_in_time(denoiser: Denoiser, job: Job, canvas: Canvas, sampled: SampleResult,
+                   config: SamplerConfig, on_step, hooks: Hooks) -> SampleResult:  # fmt: skip
+    """The repair stage, given up (its fill kept as sampled) when the deadline passes."""
+
+    def stop() -> bool:
+        return hooks.out_of_time() or (hooks.cancelled is not None and hooks.cancelled())
+
+    try:
+        repaired = repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, stop)
+    except Cancelled:
+        if not hooks.out_of_time():
+            raise
+        return sampled
+    before, after = sampled.stats, repaired.stats
+    stage = dict(repair_passes=after.forward_passes - before.forward_passes,
+                 repair_seconds=after.seconds - before.seconds)  # fmt: skip
+    return replace(repaired, stats=replace(after, **stage))
+
+
+def jobs_of(filled: list[Filled]) -> list[Job]:
+    """The jobs the filled canvases came from, in order, each once."""
+    jobs: list[Job] = []
+    for part in filled:
+        if not any(part.job is job for job in jobs):
+            jobs.append(part.job)
+    return jobs
+
+
+# --------------------------------------------------------------------------- the stages
+
+
+def lay_out(denoiser: Denoiser, job: Job) -> list[Canvas]:
+    """The canvas stage: one canvas for all of the job's spans when they fit in one window; else
+    greedy runs of spans that do.
+
+    A model with neither <null> nor <|expand|> gets each span at the length its first pass
+    scores best (infill.engine.span_length), one batched pass per canvas.
+    """
+
+    def canvas(group: list[Span], budget=job.budget) -> Canvas:
+        return build_canvas(
+            denoiser, job.document.text, group, budget, job.context_length, keep_text=job.keep_text
+        )
+
+    try:
+        canvases = [canvas(job.spans)]
+    except InputError:
+        if len(job.spans) == 1:
+            raise
+        canvases, group, current = [], [job.spans[0]], canvas([job.spans[0]])
+        for span in job.spans[1:]:
+            try:
+                current, group = canvas(group + [span]), group + [span]
+            except InputError:
+                canvases.append(current)
+                current, group = canvas([span]), [span]
+        canvases.append(current)
+    if job.keep_text or not needs_scored_lengths(denoiser, job.sampler.length):
+        return canvases
+    # A model without <null> or <|expand|>: each span's length chosen by scoring (at most its
+    # budget, so the groups still fit their windows).
+    scored = []
+    for laid in canvases:
+        spans = [slot.span for slot in laid.slots]
+        lengths = choose_lengths(denoiser, job.document.text, spans, job.budget, job.context_length)
+        scored.append(canvas(spans, lengths))
+    return scored
+
+
+def mask(denoiser: Denoiser, job: Job, canvas: Canvas, ids: torch.Tensor) -> Selection:
+    """The mask stage: the job's own choice, or every slot position of every row."""
+    if job.select is not None:
+        return job.select(denoiser, canvas, ids)
+    return Selection(torch.tensor([canvas.editable()]).repeat(ids.size(0), 1))
+
+
+def denoise(
+    denoiser: Denoiser,
+    ids: torch.Tensor,
+    editable: torch.Tensor,
+    config: SamplerConfig,
+    on_step: Callable[[Step], None] | None,
+    cancelled: Callable[[], bool] | None,
+    finish_now: Callable[[], bool] | None = None,
+) -> SampleResult:
+    """The denoise stage: the sampler over the editable positions (nothing to denoise: no pass)."""
+    if not editable.any():
+        return SampleResult(ids, torch.ones(ids.shape), NOTHING_SAMPLED)
+    return sample(denoiser, ids, editable, config, on_step, cancelled, finish_now)

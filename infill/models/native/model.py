@@ -1,0 +1,198 @@
+"""The default denoiser: a small bidirectional transformer, in one file.
+
+A masked-diffusion language model is an ordinary transformer encoder without the causal mask:
+every position sees the whole canvas (prefix *and* suffix) and predicts, at each position, the
+token that belongs there. The sampler (`infill.engine.sampler`) turns those predictions into text.
+
+Architecture: token embedding (tied with the output layer), pre-norm blocks of RMSNorm ->
+multi-head self-attention with rotary positions (no causal mask) -> RMSNorm -> SwiGLU MLP, a
+final RMSNorm. Saved and loaded as safetensors through transformers' `save_pretrained` /
+`from_pretrained`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import MaskedLMOutput
+
+
+class InfillConfig(PretrainedConfig):
+    model_type = "infill-diffusion"
+
+    def __init__(
+        self,
+        vocab_size: int = 8192,
+        hidden_size: int = 256,
+        num_layers: int = 6,
+        num_heads: int = 8,
+        mlp_ratio: float = 2.75,
+        context_length: int = 512,
+        rope_theta: float = 10000.0,
+        norm_eps: float = 1e-5,
+        mask_token_id: int = 1,
+        null_token_id: int = 2,
+        pad_token_id: int = 0,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.mlp_ratio = mlp_ratio
+        self.context_length = context_length  # the canvas length the model was trained for
+        self.rope_theta = rope_theta
+        self.norm_eps = norm_eps
+        self.mask_token_id = mask_token_id
+        self.null_token_id = null_token_id
+        kwargs.setdefault("tie_word_embeddings", True)
+        super().__init__(pad_token_id=pad_token_id, **kwargs)
+
+
+def rotary_tables(length: int, head_dim: int, theta: float, device=None):
+    """cos/sin tables of shape (length, head_dim // 2) for rotary position embeddings."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim)
+    angles = torch.outer(torch.arange(length, device=device).float(), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs (first half, second half) of the head dimension of x: (B, H, L, D)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+@dataclass
+class LayerCache:
+    """One layer's keys and values (B, H, L, head_dim) from the last pass over the whole canvas."""
+
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
+class Attention(nn.Module):
+    def __init__(self, config: InfillConfig):
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=False)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+
+    def forward(self, x, cos, sin, attn_mask, cache: LayerCache | None = None, positions=None):
+        """x (B, L, D) -> (B, L, D). With `cache` and `positions` (the P canvas positions x holds),
+        queries come from those positions only and keys/values of every other position come from
+        the cache; the cache then holds the fresh keys/values of `positions`."""
+        B, L, D = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, D // self.num_heads).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, L, head_dim)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if cache is not None:
+            if positions is None:  # a full pass: remember every position's keys and values
+                cache.keys, cache.values = k, v
+            else:  # a partial pass: refresh the given positions, reuse the rest
+                cache.keys[:, :, positions], cache.values[:, :, positions] = k, v
+                k, v = cache.keys, cache.values
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # bidirectional
+        return self.out(y.transpose(1, 2).reshape(B, L, D))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, config: InfillConfig):
+        super().__init__()
+        inner = int(config.hidden_size * config.mlp_ratio)
+        self.gate_up = nn.Linear(config.hidden_size, 2 * inner, bias=False)
+        self.down = nn.Linear(inner, config.hidden_size, bias=False)
+
+    def forward(self, x):
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, config: InfillConfig):
+        super().__init__()
+        self.norm1 = nn.RMSNorm(config.hidden_size, eps=config.norm_eps)
+        self.attn = Attention(config)
+        self.norm2 = nn.RMSNorm(config.hidden_size, eps=config.norm_eps)
+        self.mlp = SwiGLU(config)
+
+    def forward(self, x, cos, sin, attn_mask, cache=None, positions=None):
+        x = x + self.attn(self.norm1(x), cos, sin, attn_mask, cache, positions)
+        return x + self.mlp(self.norm2(x))
+
+
+class InfillModel(PreTrainedModel):
+    """Bidirectional transformer denoiser: ids (B, L) -> logits (B, L, vocab)."""
+
+    config_class = InfillConfig
+    base_model_prefix = "infill"
+    _tied_weights_keys = {"lm_head.weight": "embed.weight"}
+
+    def __init__(self, config: InfillConfig):
+        super().__init__(config)
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        self.norm = nn.RMSNorm(config.hidden_size, eps=config.norm_eps)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        elif isinstance(module, nn.RMSNorm):
+            nn.init.ones_(module.weight)
+
+    def get_input_embeddings(self):
+        return self.embed
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def hidden_states(self, input_ids, attention_mask=None):
+        """Final normalised hidden states (B, L, hidden): everything but the output layer."""
+        L = input_ids.shape[1]
+        head_dim = self.config.hidden_size // self.config.num_heads
+        cos, sin = rotary_tables(L, head_dim, self.config.rope_theta, input_ids.device)
+        attn_mask = None
+        if attention_mask is not None:
+            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L) over keys
+        x = self.embed(input_ids)
+        for block in self.blocks:
+            x = block(x, cos, sin, attn_mask)
+        return self.norm(x)
+
+    def cached_logits(
+        self, input_ids, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+    ) -> torch.Tensor:
+        """Logits (B, P, vocab) at `positions` (P,) of the canvas only.
+
+        `refresh`: one pass over the whole canvas that also fills `cache` with every layer's keys
+        and values. Otherwise only `positions` are computed, attending to the cached keys and
+        values of the rest of the canvas (the fixed context: Fast-dLLM's dual cache). Cached
+        context keys are those of the last full pass, an approximation that costs little while
+        only the editable positions change."""
+        head_dim = self.config.hidden_size // self.config.num_heads
+        cos, sin = rotary_tables(input_ids.shape[1], head_dim, self.config.rope_theta, input_ids.device)
+        if refresh:
+            x = self.embed(input_ids)
+            for block, layer in zip(self.blocks, cache):
+                x = block(x, cos, sin, None, layer)
+            x = x[:, positions]
+        else:
+            x = self.embed(input_ids[:, positions])
+            cos, sin = cos[positions], sin[positions]
+            for block, layer in zip(self.blocks, cache):
+                x = block(x, cos, sin, None, layer, positions)
+        return self.lm_head(self.norm(x))
+
+    def forward(self, input_ids, attention_mask=None, labels=None, **unused):
+        """attention_mask (B, L): 1 for real tokens, 0 for padding (padding keys are ignored).
+        labels (B, L): target ids, -100 where no loss is taken."""
+        logits = self.lm_head(self.hidden_states(input_ids, attention_mask))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), labels.view(-1))
+        return MaskedLMOutput(loss=loss, logits=logits)

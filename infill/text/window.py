@@ -1,0 +1,87 @@
+"""A request's cost follows the model's window, not the file: fill a piece of text around the spans.
+
+The model sees at most ``context_length`` tokens around the spans (:mod:`infill.engine.canvas` cuts
+the canvas there), but building that canvas tokenizes the whole file, and the syntax checks of
+retries parse all of it: a one-line fill in a 20,000-line file cost several times one in a
+200-line file. :func:`window_around` picks the text the model can see, generously (at least
+:data:`CHARS_PER_TOKEN` characters per token of the half of the context each side of the spans
+gets, more than any tokenizer of code averages), widened to whole lines and, where one is near, to the start
+of a top-level definition on each side, so that a file that parses gives a window that parses
+(the syntax checks then judge the fill as in the whole file). The engine runs on
+:meth:`Window.document`; :meth:`Window.span` and :meth:`Window.edit` move offsets in and out.
+
+Text outside the window cannot change: the spans lie inside it and edits are moved back by the
+window's start, so a windowed fill's edits are the same kind of minimal edits of the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from infill.text.document import Document
+from infill.text.edits import TextEdit
+from infill.text.spans import Span
+
+CHARS_PER_TOKEN = 8
+"""Characters of text taken per token of context on each side (code averages 3-4)."""
+_TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]|^@", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Characters [start, end) of a text."""
+
+    start: int
+    end: int
+
+    def document(self, document: Document) -> Document:
+        """The window's text as a document of its own (same BOM flag and line endings)."""
+        if (self.start, self.end) == (0, len(document.text)):
+            return document
+        return dataclasses.replace(document, text=document.text[self.start : self.end])
+
+    def span(self, span: Span) -> Span:
+        """``span`` (file offsets) in the window's offsets."""
+        return dataclasses.replace(span, start=span.start - self.start, end=span.end - self.start)
+
+    def edit(self, edit: TextEdit) -> TextEdit:
+        """An edit of the window's text as an edit of the file."""
+        return TextEdit(edit.start + self.start, edit.end + self.start, edit.new_text)
+
+
+def fits_one_window(text: str, context_tokens: int) -> bool:
+    """Whether all of ``text`` is within the reach of one window of ``context_tokens`` tokens
+    (generously, as :func:`window_around` reaches)."""
+    return len(text) <= max(1, context_tokens) * CHARS_PER_TOKEN
+
+
+def window_around(text: str, start: int, end: int, context_tokens: int) -> Window:
+    """The window of ``text`` a fill of [start, end) needs for ``context_tokens`` tokens of context
+    (see the module docstring); the whole text when it is not much longer."""
+    reach = max(1, context_tokens) * CHARS_PER_TOKEN // 2  # the canvas splits its context in two
+    if len(text) <= 2 * reach + (end - start):
+        return Window(0, len(text))
+    low = _line_start(text, max(0, start - reach))
+    high = _line_end(text, min(len(text), end + reach))
+    # Out to a top-level definition (within as much again), so that the window parses.
+    before = [m.start() for m in _TOP_LEVEL.finditer(text, max(0, low - reach), low + 8) if m.start() <= low]
+    if before:
+        low = before[-1]
+    after = _TOP_LEVEL.search(text, high, min(len(text), high + reach))
+    if after is not None:
+        high = after.start()
+    return Window(low, high)
+
+
+def _line_start(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def _line_end(text: str, offset: int) -> int:
+    """Just after the line break that ends the line ``offset`` is on (the text's end if none)."""
+    if offset > 0 and text[offset - 1] == "\n":
+        return offset
+    found = text.find("\n", offset)
+    return len(text) if found == -1 else found + 1
