@@ -75,7 +75,7 @@ def test_the_extension_activates_and_selects_every_language_of_the_table() -> No
     every_id = {language_id for listed in ids.values() for language_id in listed}
     events = {event.removeprefix("onLanguage:") for event in MANIFEST["activationEvents"]}
     assert events == every_id
-    setting = MANIFEST["contributes"]["configuration"]["properties"]["infill.text.languages"]
+    setting = MANIFEST["contributes"]["configuration"]["properties"]["infill.languages"]
     assert setting["items"]["enum"] == [language.name for language in LANGUAGES]
 
 
@@ -85,7 +85,7 @@ WHEN_ENABLED = "editorLangId in infill.languageIds"
 
 def test_menus_and_keys_follow_the_languages_setting() -> None:
     """Every menu entry and key of an action command is narrowed by the context key that the
-    extension sets from `infill.text.languages` (on activation and when the setting changes), not by a
+    extension sets from `infill.languages` (on activation and when the setting changes), not by a
     fixed list of languages."""
     assert "export const LANGUAGES_CONTEXT = 'infill.languageIds';" in LOGIC
     assert "export const WHEN_ENABLED = `editorLangId in ${LANGUAGES_CONTEXT}`;" in LOGIC
@@ -93,7 +93,7 @@ def test_menus_and_keys_follow_the_languages_setting() -> None:
     setter = EXTENSION.split("async function setLanguageContext")[1].split("\n}\n")[0]
     assert "enabledLanguageIds(vscode.workspace.getConfiguration(SECTION).get('languages'))" in setter
     changed = EXTENSION.split("onDidChangeConfiguration")[1].split("restartOn")[0]
-    assert "affectsConfiguration('infill.text.languages')" in changed and "setLanguageContext()" in changed
+    assert "affectsConfiguration('infill.languages')" in changed and "setLanguageContext()" in changed
     contributes = MANIFEST["contributes"]
     entries = contributes["keybindings"] + [entry for menu in contributes["menus"].values() for entry in menu]
     action_commands = {"infill.fillSelection", "infill.fillNode", "infill.fix", "infill.addDocstring",
