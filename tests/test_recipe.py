@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from infill.models.model_info import count_parameters, model_card
+from infill.model_info import count_parameters, model_card
 from infill.models.native import load_backend
 from infill.models.native.model import InfillModel
 from infill.train.cli import main as train_main

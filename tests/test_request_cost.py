@@ -14,6 +14,7 @@ from checkpoints import write_checkpoint
 
 import infill.engine.pipeline
 import infill.engine.sampler
+import infill.engine.unmasking
 from infill.cli import EXIT_OK, EXIT_TIMED_OUT, main
 from infill.engine.sampler import sample
 from infill.models import load
@@ -106,7 +107,7 @@ def test_candidates_choose_as_the_whole_vocabulary_does_greedily(dream, monkeypa
     editable[0, 30:50] = True
     config = SamplerConfig(steps=6, order="confidence", commit_threshold=1.0, remask_threshold=0.0)
     reduced = sample(denoiser, ids, editable, config)
-    monkeypatch.setattr(infill.engine.sampler, "LARGE_VOCABULARY", 10**9)  # the whole vocabulary
+    monkeypatch.setattr(infill.engine.unmasking, "LARGE_VOCABULARY", 10**9)  # the whole vocabulary
     whole = sample(denoiser, ids, editable, config)
     assert torch.equal(reduced.ids, whole.ids)
     assert torch.allclose(reduced.confidence, whole.confidence)

@@ -1,7 +1,7 @@
 """Model families behind the engine's `Denoiser` interface, and `load`, which picks one.
 
     load(path)  path: a folder, or a name ORG/NAME[@REVISION] in the local Hugging Face cache
-                (infill.models.hub_cache; nothing is downloaded); reads its config.json and dispatches
+                (infill.hub_cache; nothing is downloaded); reads its config.json and dispatches
                 on its `model_type` (`family_module`):
         "Dream"            -> infill.models.dream  (Dream-v0, Dream-Coder, DiffuCoder, DreamOn)
         "qwen2" + a mask token in its tokenizer files -> infill.models.dream (Open-dCoder)
@@ -24,8 +24,8 @@ from types import ModuleType
 import torch
 
 from infill.errors import ModelError
+from infill.hub_cache import resolve_model
 from infill.models.base import CachingDenoiser, Denoiser
-from infill.models.hub_cache import resolve_model
 from infill.models.quantize import check_quantizable, check_quantize, quantize_network
 
 __all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "family_module", "load", "pick_device", "pick_dtype"]
