@@ -213,6 +213,9 @@ def fill_after_an_edit(tiny_model, idle_refresh: float) -> tuple[RawServer, int]
         time.sleep(0.05)
     time.sleep(0.3)
     fill_line_12(server)
+    deadline = time.monotonic() + 10  # the log line comes on stderr, maybe after the answer
+    while not computed_positions(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
     [positions] = computed_positions(server)
     return server, positions
 
