@@ -87,7 +87,8 @@ class KeptContext:
             out = logits[:, torch.searchsorted(wanted, positions.cpu())]
         else:
             out = self.inner.cached_logits(ids, positions, cache, refresh)
-            self.reuses_in_a_row = 0 if refresh else self.reuses_in_a_row
+            if refresh:
+                self.reuses_in_a_row = 0
         self.ids, self.cache = ids.clone(), cache
         return out
 
