@@ -144,13 +144,15 @@ def model_card(directory: str | Path | None = None) -> ModelCard:
         origin = "published checkpoint" + (", from the Hugging Face cache" if cached else "")
     if "hours" in readme:
         origin += f" (trained {readme['hours']})"
+    if training.get("origin"):  # how infill-train made it: "infill-train recipe, 9.8 min on ..."
+        origin = f"shipped with infill ({training['origin']})" if shipped else training["origin"]
     return ModelCard(
         name=training.get("name") or readme.get("name") or (str(spec) if cached else directory.name),
         path=str(directory),
         params=training.get("params") or count_parameters(directory),
         architecture=architecture,
         data=training.get("data") or readme.get("data") or "not recorded",
-        origin=training.get("origin") or origin,
+        origin=origin,
         steps=training.get("steps"),
         tokens=training.get("tokens"),
     )

@@ -15,7 +15,7 @@ path (default: the model shipped with infill), opens a 200-line Python file and 
 
 Usage::
 
-    python -m lsp_server.measure --model DIR [--runs 5] [--steps N] [--threads N]
+    python -m lsp_server.measure --model DIR [--runs 5] [--steps N] [--threads N] [--quantize int8]
                                  [--file-lines 2000,20000] [--json]
 
 Prints a small table, or the numbers as JSON with ``--json``. ``infill-bench lsp`` runs the same
@@ -91,6 +91,7 @@ async def measure_async(
     threads: int | None = None,
     server_command: list[str] | None = None,
     file_lines: tuple[int, ...] = OTHER_LINES,
+    quantize: str | None = None,
 ) -> dict[str, Any]:
     """Run the measurements; the result's times are in seconds, memory in MiB."""
     from pygls.lsp.client import LanguageClient
@@ -103,6 +104,8 @@ async def measure_async(
         options["steps"] = steps
     if threads is not None:
         options["threads"] = threads
+    if quantize is not None:
+        options["quantize"] = quantize  # the server setting (infill.models.quantize)
 
     client = LanguageClient("infill-measure", "1")
     errors: list[str] = []
@@ -126,7 +129,8 @@ async def measure_async(
             stderr_tail[:] = [*stderr_tail[-20:], line]
 
     draining = asyncio.create_task(drain_stderr())
-    results: dict[str, Any] = {"model": model or "(shipped)", "runs": runs, "pid": server.pid}
+    results: dict[str, Any] = {"model": model or "(shipped)", "runs": runs, "quantize": quantize or "auto",
+                               "pid": server.pid}
     try:
         await client.initialize_async(
             types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=options)
@@ -254,7 +258,7 @@ def format_table(results: dict[str, Any]) -> str:
             (f"list code actions, {lines}-line file (median of {runs})", f"{listing * 1000:.1f} ms"),
         ]
     width = max(len(name) for name, _ in rows)
-    header = f"infill-lsp, model: {results['model']}"
+    header = f"infill-lsp, model: {results['model']}, quantize: {results.get('quantize', 'auto')}"
     return "\n".join([header, *(f"  {name:<{width}}  {value:>9}" for name, value in rows)])
 
 
@@ -278,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="fills to take the median of (default 5)")
     parser.add_argument("--steps", type=int, help="step cap per fill (default: the sampler's)")
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's choice)")
+    parser.add_argument("--quantize", choices=("auto", "none", "int8"),
+                        help="the server's quantize setting (default: the server's own)")  # fmt: skip
     parser.add_argument("--file-lines", type=line_counts, default=OTHER_LINES, metavar="N,N",
                         help="other file lengths to time the one-line fill in (default 2000,20000; "
                         "'' for none)")  # fmt: skip
@@ -291,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             runs=args.runs,
             steps=args.steps,
             threads=args.threads,
+            quantize=args.quantize,
             file_lines=args.file_lines,
         )
     except RuntimeError as error:

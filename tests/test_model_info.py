@@ -30,8 +30,7 @@ def test_version_names_the_shipped_model_its_size_and_data():
                           cwd=REPO, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     params = sum(p.numel() for p in load_backend().model.parameters())
-    readme = (DEFAULT_MODEL_DIR / "README.md").read_text()
-    title = readme.splitlines()[0].removeprefix("# ")
+    title = json.loads((DEFAULT_MODEL_DIR / "training.json").read_text())["name"]  # what infill-train wrote
     assert done.stdout.startswith("infill ")
     assert f"model: {title}" in done.stdout
     assert f"{params / 1e6:.2f}M parameters" in done.stdout

@@ -210,9 +210,8 @@ def lsp(args: argparse.Namespace) -> dict | None:
     model = str(args.model) if args.model else None
     try:
         file_lines = line_counts(args.file_lines)
-        results = measure(
-            model=model, runs=args.runs, steps=args.steps, threads=args.threads, file_lines=file_lines
-        )
+        results = measure(model=model, runs=args.runs, steps=args.steps, threads=args.threads,
+                          file_lines=file_lines, quantize=args.quantize)  # fmt: skip
     except argparse.ArgumentTypeError as error:
         print(f"infill-bench lsp: --file-lines: {error}", file=sys.stderr)
         return None

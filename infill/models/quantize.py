@@ -36,7 +36,7 @@ from infill.options import QUANTIZE_MODES
 
 INT8_FROM = 100_000_000
 """Parameters from which "auto" means int8 (on the CPU, float32): every published family (0.49B
-and up), not the shipped model (7M), whose held-out quality decided it (docs/models.md)."""
+and up), not the shipped model (10.4M); held-out quality with int8 decided it (docs/models.md)."""
 
 
 def check_quantize(quantize: str, device: str | torch.device | None) -> None:
