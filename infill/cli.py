@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from infill import __version__
-from infill.engine.pipeline import Canvas, Hooks, SampleStats, Step, run
+from infill.engine.pipeline import Canvas, Hooks, RequestStats, Step, run
 from infill.errors import InputError, ModelError, TimedOut
 from infill.model_info import language_notice, model_card
 from infill.models import load
@@ -284,7 +284,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             where = "the selected code" if spans else "the file"
             print(f"infill: every function and class in {where} has a {document.language.doc_noun}",
                   file=sys.stderr)  # fmt: skip
-            empty = DocstringResult([], SampleStats(0, 0, 0, 0, 0.0, converged=True))
+            empty = DocstringResult([], RequestStats(0, 0, 0, 0, 0.0, converged=True))
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
     backend = load(args.model, args.device, args.dtype, threads=args.threads,
@@ -402,16 +402,16 @@ def print_candidates(document: Document, candidates: list[Candidate], args: argp
         sys.stdout.write(unified_diff(document.text, new_text, str(args.file)) or "# (the span as it is)\n")
 
 
-def stats_line(s: SampleStats, summary: str) -> str:
+def stats_line(s: RequestStats, summary: str) -> str:
     how = "converged" if s.converged else "stopped at the step cap"
     repair = ""
     if s.repair_passes:
         repair = f" (repair: {s.repair_passes} passes, {s.repair_seconds * 1000:.0f} ms)"
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
             f"({s.forward_passes} forward passes, {s.revisions} revisions"
-            f"{f', syntax retries: {s.syntax_rounds}' if s.syntax_rounds else ''}"
-            f"{f', token edits: {s.syntax_edits}' if s.syntax_edits else ''}"
-            f"{f', fresh fills: {s.syntax_restarts}' if s.syntax_restarts else ''}"
+            f"{f', syntax retries: {s.retries}' if s.retries else ''}"
+            f"{f', token edits: {s.token_edits}' if s.token_edits else ''}"
+            f"{f', fresh fills: {s.fresh_fills}' if s.fresh_fills else ''}"
             f"{f', lines recalled: {s.recalled}' if s.recalled else ''}), "
             f"{s.seconds * 1000:.0f} ms{repair}, {how}")
 

@@ -485,9 +485,9 @@ def describe(text: str, data: ActionData) -> str:
 
 
 def _steps(stats: Any) -> str:
-    retries = f", {stats.syntax_rounds} syntax retry(ies)" if stats.syntax_rounds else ""
-    retries += f", {stats.syntax_edits} token edit(s)" if stats.syntax_edits else ""
-    retries += f", {stats.syntax_restarts} fresh fill(s)" if stats.syntax_restarts else ""
+    retries = f", {stats.retries} syntax retry(ies)" if stats.retries else ""
+    retries += f", {stats.token_edits} token edit(s)" if stats.token_edits else ""
+    retries += f", {stats.fresh_fills} fresh fill(s)" if stats.fresh_fills else ""
     return f"{stats.steps} denoising step(s), {stats.forward_passes} forward pass(es){retries}"
 
 

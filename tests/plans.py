@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from infill.engine.canvas import Canvas
+from infill.engine.decode import Decoder
 from infill.engine.pipeline import Job, lay_out
-from infill.engine.repair import RepairPolicy, repair
+from infill.engine.repair import Repaired, RepairPolicy, repair
 from infill.engine.results import SampleResult
 from infill.models.base import Denoiser
 from infill.options import InfillOptions, SamplerConfig
@@ -33,7 +34,7 @@ def remask_syntax(
     edits: int = 0,
     restarts: int = 0,
     pass_budget: int | None = None,
-) -> SampleResult:
-    """The fix stage with `rounds` retries, `edits` token edits and `restarts` fresh fills."""
+) -> Repaired:
+    """The repair stage with `rounds` retries, `edits` token edits and `restarts` fresh fills."""
     policy = RepairPolicy(retries=rounds, token_edits=edits, fresh_fills=restarts, pass_budget=pass_budget)
-    return repair(denoiser, document, canvas, sampled, config, policy, on_step, cancelled)
+    return repair(denoiser, Decoder(denoiser, document, canvas), sampled, config, policy, on_step, cancelled)

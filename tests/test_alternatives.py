@@ -147,7 +147,7 @@ def test_the_tiny_random_model_gives_distinct_seeded_candidates_in_one_batch(tin
     assert all(math.isfinite(x.score) and x.score <= 0 for x in candidates)
     stats = candidates[0].stats  # syntax retries run as one batch of the same 6 rows, 5 passes at most
     assert {shape[0] for shape in recorder.shapes} == {6}
-    assert 1 <= len(recorder.shapes) == stats.forward_passes <= 5 * (1 + stats.syntax_rounds)
+    assert 1 <= len(recorder.shapes) == stats.forward_passes <= 5 * (1 + stats.retries)
     assert [x.new_text for x in again] == texts  # a seed makes the set reproducible
     assert [x.new_text for x in other_seed] != texts
     for x in candidates:

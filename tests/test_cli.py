@@ -99,16 +99,16 @@ def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
     for edit in report["edits"]:
         assert body_start <= edit["start"] <= edit["end"] <= body_end
     stats = report["stats"]  # the cap is per denoising run, a syntax retry's too (at most RETRY_STEPS)
-    runs = 1 + stats["syntax_restarts"]  # the fill and its fresh fills, each with retries and edits
-    edit_passes = (InfillOptions.syntax_edits + 1) * runs if stats["syntax_rounds"] else 0
-    retry_passes = min(12, RETRY_STEPS) * stats["syntax_rounds"]
+    runs = 1 + stats["fresh_fills"]  # the fill and its fresh fills, each with retries and edits
+    edit_passes = (InfillOptions.syntax_edits + 1) * runs if stats["retries"] else 0
+    retry_passes = min(12, RETRY_STEPS) * stats["retries"]
     assert stats["forward_passes"] <= 12 * runs + retry_passes + edit_passes
     assert "--- step 1:" in done.stderr
     retries = done.stderr.count("--- syntax retry ")
     fresh = done.stderr.count("--- fresh fill ")
     assert done.stderr.count("--- step ") + retries + fresh == stats["steps"]
-    assert (fresh > 0) == (stats["syntax_restarts"] > 0)
-    assert (retries > 0) == (stats["syntax_rounds"] > 0)
+    assert (fresh > 0) == (stats["fresh_fills"] > 0)
+    assert (retries > 0) == (stats["retries"] > 0)
 
 
 # Bad input: a clear message, exit code 2, the file untouched. These never load the model.

@@ -234,11 +234,11 @@ def test_the_tiny_random_model_fills_spans_end_to_end(tiny_backend):
     budgets = [default_budget(len(tiny_backend.encode(SOURCE[s.start : s.end])), 128) for s in spans]
     stats = result.stats
     assert stats.tokens == sum(budgets)
-    runs = 1 + stats.syntax_restarts  # the fill and its fresh fills, each with retries and token edits
-    assert stats.syntax_restarts <= options.syntax_restarts
-    assert 1 <= stats.steps <= 6 * (runs + stats.syntax_rounds)  # retries: 6 or less
+    runs = 1 + stats.fresh_fills  # the fill and its fresh fills, each with retries and token edits
+    assert stats.fresh_fills <= options.syntax_restarts
+    assert 1 <= stats.steps <= 6 * (runs + stats.retries)  # retries: 6 or less
     assert stats.steps <= stats.forward_passes <= stats.steps + (options.syntax_edits + 1) * runs
-    assert stats.syntax_rounds <= options.syntax_rounds * runs
+    assert stats.retries <= options.syntax_rounds * runs
     assert stats.seconds > 0
     assert stats.revisions >= 0
 

@@ -258,12 +258,12 @@ def test_a_span_that_still_does_not_parse_gets_syntax_retries(make_oracle):
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
     edited = fix(oracle, document, [span], FixOptions(threshold=0.0, syntax_rounds=0))
     assert apply_edits(broken, edited.edits) == CORRECT  # one token edit, the parser's check: ")" -> "*"
-    assert edited.stats.syntax_edits == 1 and edited.stats.syntax_rounds == 0
+    assert edited.stats.token_edits == 1 and edited.stats.retries == 0
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
     mended = fix(oracle, document, [span], blind)
     paren = broken.index("width ) height") + len("width ")
     assert mended.edits == [TextEdit(paren, paren + 1, "*")]  # the line was re-drawn: one edit
     assert apply_edits(broken, mended.edits) == CORRECT
-    assert mended.stats.syntax_rounds == 1 and [t.text for t in mended.flagged] != []
+    assert mended.stats.retries == 1 and [t.text for t in mended.flagged] != []
     assert ")" in [t.text for t in mended.flagged]

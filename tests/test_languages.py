@@ -234,7 +234,7 @@ def fill_back(make_oracle, oracle_for_canvases, source: str, span, language: Lan
 
 
 def repairs(stats) -> int:
-    return stats.syntax_rounds + stats.syntax_edits + stats.syntax_restarts
+    return stats.retries + stats.token_edits + stats.fresh_fills
 
 
 @pytest.mark.parametrize("name", list(SAMPLES))

@@ -12,6 +12,7 @@ import pytest
 import torch
 from samples import AREA_MODULE
 
+from infill.engine.decode import Decoder
 from infill.engine.pipeline import Hooks, Job, denoise, lay_out, mask, run
 from infill.engine.repair import RepairPolicy, repair
 from infill.engine.results import SampleResult, SampleStats
@@ -152,10 +153,11 @@ def test_the_repair_stage_mends_a_broken_fill_with_the_retries_the_policy_allows
     broken[slot.start + answer.index(probe.encode("+")[0])] = probe.encode("(")[0]  # "return x ( 1"
     sampled = SampleResult(broken[None], torch.ones(1, len(broken)), SampleStats(8, 8, 16, 0, 0.0, True))
     oracle = make_oracle(targets)
-    off = repair(oracle, job.document, canvas, sampled, SamplerConfig(steps=8), RepairPolicy(0, 0, 0))
-    assert off is sampled  # every step off: the fill as it came
-    mended = repair(oracle, job.document, canvas, sampled, SamplerConfig(steps=8), RepairPolicy(2, 0, 0))
-    assert torch.equal(mended.ids[0], targets) and mended.stats.syntax_rounds >= 1
+    decoder = Decoder(oracle, job.document, canvas)
+    off = repair(oracle, decoder, sampled, SamplerConfig(steps=8), RepairPolicy(0, 0, 0))
+    assert off.sampled is sampled and off.retries == 0  # every step off: the fill as it came
+    mended = repair(oracle, decoder, sampled, SamplerConfig(steps=8), RepairPolicy(2, 0, 0))
+    assert torch.equal(mended.sampled.ids[0], targets) and mended.retries >= 1
 
 
 def test_a_policy_gives_no_fresh_fills_to_one_line_and_none_at_all_where_nothing_was_broken(make_oracle):

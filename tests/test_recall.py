@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 from infill.engine.canvas import build_canvas
+from infill.engine.decode import Decoder
 from infill.engine.recall import Candidate, candidates, recall, whole_line
 from infill.engine.results import SampleResult, SampleStats
 from infill.models.native import DEFAULT_MODEL_DIR, load_backend
@@ -110,13 +111,13 @@ def test_the_model_ranks_a_recalled_line_above_its_own_fill_and_the_slot_takes_i
     oracle = oracle_for_canvases(
         [(canvas, [slot_answer(probe, "    G.add_edge(1, 2)", canvas.slots[0].length)])]
     )
-    result = recall(oracle, document, canvas, sampled)
+    result, taken = recall(oracle, Decoder(oracle, document, canvas), sampled)
     slot = canvas.slots[0]
     got = oracle.decode(
         [t for t in result.ids[0, slot.start : slot.start + slot.length].tolist() if t != oracle.null_id]
     )
     assert got == "    G.add_edge(1, 2)"
-    assert result.stats.recalled == 1 and result.stats.forward_passes == sampled.stats.forward_passes + 1
+    assert taken == 1 and result.stats.forward_passes == sampled.stats.forward_passes + 1
     assert torch.equal(result.ids[0, : slot.start], sampled.ids[0, : slot.start])  # context untouched
 
 
@@ -125,8 +126,9 @@ def test_a_model_sure_of_its_own_fill_keeps_it(oracle_for_canvases):
     probe = oracle_for_canvases([])
     canvas, sampled = filled(probe, TESTS, span, "    G.remove(3)")
     oracle = oracle_for_canvases([(canvas, [slot_answer(probe, "    G.remove(3)", canvas.slots[0].length)])])
-    result = recall(oracle, Document(TESTS, bom=False, newline="\n"), canvas, sampled)
-    assert torch.equal(result.ids, sampled.ids) and result.stats.recalled == 0
+    decoder = Decoder(oracle, Document(TESTS, bom=False, newline="\n"), canvas)
+    result, taken = recall(oracle, decoder, sampled)
+    assert torch.equal(result.ids, sampled.ids) and taken == 0
     assert result.stats.forward_passes == sampled.stats.forward_passes + 1  # the ranking pass counts
 
 
@@ -137,12 +139,13 @@ def test_a_recalled_line_that_would_break_the_syntax_is_not_taken(oracle_for_can
     assert candidates(text, span, "    y = 2")[0].text == "    if x:"  # offered...
     canvas, sampled = filled(probe, text, span, "    y = 2")
     oracle = oracle_for_canvases([(canvas, [slot_answer(probe, "    if x:", canvas.slots[0].length)])])
-    result = recall(oracle, Document(text, bom=False, newline="\n"), canvas, sampled)
-    assert torch.equal(result.ids, sampled.ids) and result.stats.recalled == 0  # ...but it breaks the file
+    document = Document(text, bom=False, newline="\n")
+    result, taken = recall(oracle, Decoder(oracle, document, canvas), sampled)
+    assert torch.equal(result.ids, sampled.ids) and taken == 0  # ...but it breaks the file
     # Where the fill broke the file already, the guard does not hold the line back.
     canvas, broken = filled(probe, text, span, "    y = (")
     oracle = oracle_for_canvases([(canvas, [slot_answer(probe, "    if x:", canvas.slots[0].length)])])
-    assert recall(oracle, Document(text, bom=False, newline="\n"), canvas, broken).stats.recalled == 1
+    assert recall(oracle, Decoder(oracle, document, canvas), broken)[1] == 1
 
 
 def test_models_without_a_null_token_are_not_recalled_for(oracle_for_canvases):
@@ -153,7 +156,9 @@ def test_models_without_a_null_token_are_not_recalled_for(oracle_for_canvases):
         [(canvas, [slot_answer(probe, "    G.add_edge(1, 2)", canvas.slots[0].length)])]
     )
     oracle.__class__ = type("WithoutNull", (type(oracle),), {"null_id": None})
-    assert recall(oracle, Document(TESTS, bom=False, newline="\n"), canvas, sampled) is sampled
+    decoder = Decoder(oracle, Document(TESTS, bom=False, newline="\n"), canvas)
+    result, taken = recall(oracle, decoder, sampled)
+    assert result is sampled and taken == 0
 
 
 def test_the_shipped_model_fills_a_repeated_line_exactly_with_recall_and_not_without():
@@ -187,8 +192,9 @@ def test_ranking_on_the_samplers_first_pass_is_ranking_on_a_pass_of_recalls_own(
         own = SlotLogProbs.of(backend, canvas)
         assert torch.equal(columns, editable[0].nonzero().flatten())
         assert (logp - own.logp).abs().max() < 1e-5
-        with_view = recall(backend, document, canvas, sampled, sampled.first_view)
-        without = recall(backend, document, canvas, sampled)
+        decoder = Decoder(backend, document, canvas)
+        with_view, _ = recall(backend, decoder, sampled, sampled.first_view)
+        without, _ = recall(backend, decoder, sampled)
         assert torch.equal(with_view.ids, without.ids)
         assert with_view.stats.forward_passes + 1 == without.stats.forward_passes
 

@@ -9,7 +9,7 @@ runs the same path at the end.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 import torch
@@ -17,12 +17,14 @@ from plans import plan_canvases, remask_syntax
 
 import infill.engine.repair.fresh_fills as fresh_fills
 from infill.engine.canvas import Canvas
-from infill.engine.decode import filled_text, span_text
+from infill.engine.decode import Decoder, filled_text, span_text
+from infill.engine.pipeline import RequestStats
+from infill.engine.pipeline import run as run_request
 from infill.engine.repair.fresh_fills import FRESH_FILLS
 from infill.engine.repair.problems import tokens_to_remask
 from infill.engine.results import SampleResult, SampleStats
 from infill.errors import InputError
-from infill.modes.fill import infill
+from infill.modes.fill import FillRequest, infill
 from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import document_from_bytes
 from infill.text.edits import apply_edits
@@ -65,18 +67,54 @@ def test_a_fill_that_breaks_the_syntax_is_retried_on_the_broken_line_only(make_o
 
     broken, document = run(make_oracle, oracle_for_canvases, span, wrong, syntax_rounds=0)
     assert broken.spans[0].new_text == "    y = x - 2\n    return y = 1"
-    assert has_syntax_error(apply_edits(SOURCE, broken.edits)) and broken.stats.syntax_rounds == 0
+    assert has_syntax_error(apply_edits(SOURCE, broken.edits)) and broken.stats.retries == 0
 
     steps = []
     mended, _ = run(make_oracle, oracle_for_canvases, span, wrong, lambda canvas, step: steps.append(step))
     assert mended.spans[0].new_text == "    y = x - 2\n    return y + 1"  # line 2 was not re-masked
     assert not has_syntax_error(apply_edits(SOURCE, mended.edits))
-    assert mended.stats.syntax_rounds == 1
+    assert mended.stats.retries == 1
     assert mended.stats.revisions >= 1
     assert mended.stats.steps > broken.stats.steps
     retried = [step for step in steps if step.retry]
     assert {step.retry for step in retried} == {1} and len(retried) == mended.stats.steps - broken.stats.steps
     assert steps[: len(steps) - len(retried)] == [step for step in steps if not step.retry]  # fill first
+
+
+def test_the_stage_counters_are_the_pipelines_and_the_samplers_stats_keep_only_its_own(
+    make_oracle, oracle_for_canvases
+):
+    """The mended fill above, through `run` with a request that keeps its canvases: the retry and
+    the repair stage's passes are counted in the pipeline's statistics (the request's and the
+    canvas's RequestStats), and the rows' own stats are the sampler's, with none of them."""
+    span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
+    document = document_from_bytes(SOURCE.encode())
+    options = InfillOptions(NO_SELF_CORRECTION, syntax_edits=0, syntax_restarts=0)
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], options)
+    answer = probe.encode(SOURCE[span.start : span.end])
+    _, index, new_id = swapped(probe, SOURCE[span.start : span.end], "+", "=")
+    oracle = oracle_for_canvases(
+        [(canvas, [answer])], wrong={canvas.slots[0].start + index: new_id}, wrong_until=len(answer) // 2
+    )
+
+    class Kept(FillRequest):
+        def finish(self, denoiser, filled, stats):
+            self.filled = filled
+            return super().finish(denoiser, filled, stats)
+
+    request = Kept(document, [span], options)
+    result = run_request(oracle, request)
+    [part] = request.filled
+    assert result.spans[0].new_text == SOURCE[span.start : span.end]  # mended by one retry
+    assert isinstance(result.stats, RequestStats) and result.stats == part.stats
+    assert (part.stats.retries, part.stats.token_edits, part.stats.fresh_fills) == (1, 0, 0)
+    assert 1 <= part.stats.repair_passes < part.stats.forward_passes
+    sampler = part.sampled.stats
+    assert type(sampler) is SampleStats and sampler.forward_passes == part.stats.forward_passes
+    assert {f.name for f in fields(SampleStats)} == {
+        "steps", "forward_passes", "tokens", "revisions", "seconds", "converged", "cached_passes"
+    }  # fmt: skip
 
 
 def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_kept(
@@ -97,7 +135,7 @@ def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_k
     shorter = span_text(probe, answer[: round(scale * len(answer))])
     assert scale != 1 and shorter.startswith("    y = x * 2\n    return")
     assert fresh.spans[0].new_text == shorter
-    assert fresh.stats.syntax_restarts == 1  # the first fresh fill parses: no second one
+    assert fresh.stats.fresh_fills == 1  # the first fresh fill parses: no second one
     assert [step.restart for step in steps][:2] == [0, 0] and steps[-1].restart == 1
     first = [step for step in steps if not step.restart]
     assert fresh.stats.steps > len(first) and all(step.retry == 0 for step in steps)
@@ -128,13 +166,13 @@ def test_fresh_fills_follow_the_schedule_until_the_pass_budget_is_spent(
 
     first = fill(syntax_restarts=0).stats.forward_passes
     unbounded = fill(syntax_restarts=len(FRESH_FILLS) + 1)
-    assert unbounded.stats.syntax_restarts == len(FRESH_FILLS) + 1  # every one still broken
+    assert unbounded.stats.fresh_fills == len(FRESH_FILLS) + 1  # every one still broken
     schedule = [*FRESH_FILLS, FRESH_FILLS[0]]  # in turn, then round again
     assert [(c.length_scale, c.order) for c in configs] == schedule
     assert len({c.seed for c in configs}) == len(configs)  # each a new draw
 
-    assert fill(syntax_restarts=3, pass_budget=first).stats.syntax_restarts == 0
-    assert fill(syntax_restarts=3, pass_budget=first + 1).stats.syntax_restarts == 1  # starts under it
+    assert fill(syntax_restarts=3, pass_budget=first).stats.fresh_fills == 0
+    assert fill(syntax_restarts=3, pass_budget=first + 1).stats.fresh_fills == 1  # starts under it
     with pytest.raises(InputError, match="pass_budget"):
         InfillOptions(pass_budget=0)
 
@@ -147,7 +185,7 @@ def test_a_single_line_gets_no_fresh_fill(make_oracle, oracle_for_canvases):
         syntax_rounds=0, syntax_restarts=2,
     )  # fmt: skip
     assert kept.spans[0].new_text == "    return y = 1"  # still broken: only a fresh fill would mend it
-    assert kept.stats.syntax_restarts == 0 and not any(step.restart for step in steps)
+    assert kept.stats.fresh_fills == 0 and not any(step.restart for step in steps)
 
 
 def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_broken(
@@ -161,7 +199,7 @@ def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_b
     oracle = oracle_for_canvases([(canvas, [answer])])
     options = InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3, syntax_edits=0, syntax_restarts=0)
     result = infill(oracle, document, [span], options)
-    assert result.stats.syntax_rounds == 3
+    assert result.stats.retries == 3
     assert result.spans[0].new_text == "    return y = = 1"
 
 
@@ -176,9 +214,9 @@ def test_in_a_broken_file_only_the_problems_that_touch_the_fill_are_retried(make
         oracle = oracle_for_canvases([(canvas, [probe.encode(answer)])])
         return infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION, **options))
 
-    assert fill("    return y + 1").stats.syntax_rounds == 0  # its own line is fine
+    assert fill("    return y + 1").stats.retries == 0  # its own line is fine
     stubborn = fill("    return y = = 1", syntax_rounds=2, syntax_restarts=0)  # its own line is broken
-    assert stubborn.stats.syntax_rounds == 2
+    assert stubborn.stats.retries == 2
 
     answer = probe.encode("    return y + 1")
     _, index, wrong_id = swapped(probe, "    return y + 1", "+", "=")
@@ -186,7 +224,7 @@ def test_in_a_broken_file_only_the_problems_that_touch_the_fill_are_retried(make
         [(canvas, [answer])], wrong={canvas.slots[0].start + index: wrong_id}, wrong_until=len(answer) // 2
     )
     mended = infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION))
-    assert mended.spans[0].new_text == "    return y + 1" and mended.stats.syntax_rounds == 1
+    assert mended.spans[0].new_text == "    return y + 1" and mended.stats.retries == 1
 
 
 def problem_lines(text: str) -> list[int]:
@@ -213,7 +251,7 @@ def test_tokens_on_the_problem_lines_are_the_ones_remasked(make_oracle, fill: st
     filled = filled_text(probe, document, canvas, ids)
     assert filled == SOURCE.replace(SOURCE[span.start : span.end], fill)
 
-    remask = tokens_to_remask(probe, document, canvas, ids, file_problems(filled))
+    remask = tokens_to_remask(Decoder(probe, document, canvas), ids, file_problems(filled))
     picked = [probe.decode([int(ids[0, i])]) for i in remask[0].nonzero().flatten()]
     assert "".join(picked).strip() == "".join(blamed).strip()
     assert not remask[0, : slot.start].any() and not remask[0, slot.start + len(fill_ids) :].any()
@@ -225,7 +263,7 @@ def test_the_tiny_model_runs_the_retries_and_leaves_the_rest_of_the_file(tiny_ba
     no_edits = {"syntax_edits": 0, "syntax_restarts": 0}
     options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2, **no_edits)
     result = infill(tiny_backend, document, spans, options)
-    assert result.stats.syntax_rounds <= 2
+    assert result.stats.retries <= 2
     assert result.stats.forward_passes <= 4 + 2 * 4
     new = apply_edits(SOURCE, result.edits)
     assert new.startswith(SOURCE[: spans[0].start]) and new.endswith(SOURCE[spans[0].end :])
@@ -247,7 +285,7 @@ def test_a_canvas_with_two_fills_blames_each_its_own_lines(make_oracle):
         )
     filled = filled_text(probe, document, canvas, ids)
     assert problem_lines(filled) and has_syntax_error(filled)
-    remask = tokens_to_remask(probe, document, canvas, ids, file_problems(filled))
+    remask = tokens_to_remask(Decoder(probe, document, canvas), ids, file_problems(filled))
     first, second = canvas.slots
     assert not remask[0, first.start : first.start + first.length].any()
     assert remask[0, second.start : second.start + second.length].any()
@@ -271,11 +309,12 @@ def test_rows_are_retried_as_one_batch_and_only_those_that_break(make_oracle, or
     stats = SampleStats(steps=3, forward_passes=3, tokens=9, revisions=0, seconds=0.1, converged=True)
     sampled = SampleResult(ids, torch.full(ids.shape, 0.5), stats)
 
-    retried = remask_syntax(oracle, document, canvas, sampled, NO_SELF_CORRECTION, rounds=3)
+    repaired = remask_syntax(oracle, document, canvas, sampled, NO_SELF_CORRECTION, rounds=3)
+    retried = repaired.sampled
 
     texts = [filled_text(probe, document, canvas, retried.ids[r : r + 1]) for r in range(2)]
     assert texts == [SOURCE, SOURCE.replace("y + 1", "y - 1")]
-    assert oracle.calls == retried.stats.forward_passes - 3 and retried.stats.syntax_rounds == 1
+    assert oracle.calls == retried.stats.forward_passes - 3 and repaired.retries == 1
     assert all(len(batch) == 2 for batch in oracle.inputs)  # both rows went through, as one batch
     changed = retried.confidence != 0.5
     assert changed[0].any() and not changed[1].any()  # only the broken row's tokens were re-drawn

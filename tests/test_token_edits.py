@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from plans import plan_canvases
 
-from infill.engine.decode import filled_text
+from infill.engine.decode import Decoder, filled_text
 from infill.engine.repair.problems import tokens_to_remask
 from infill.engine.repair.token_edits import Edit, candidates
 from infill.modes.fill import infill
@@ -42,12 +42,12 @@ def test_a_fill_the_retries_cannot_mend_is_mended_by_one_edit(make_oracle, oracl
 
     broken = fill(edits=0)
     assert broken.spans[0].new_text == "print(f(2)" and file_problems(apply_edits(SOURCE, broken.edits))
-    assert broken.stats.syntax_rounds == 2 and broken.stats.syntax_edits == 0
+    assert broken.stats.retries == 2 and broken.stats.token_edits == 0
 
     mended = fill(edits=3)
     new = apply_edits(SOURCE, mended.edits)
     assert not file_problems(new)
-    assert mended.stats.syntax_edits == 1 and mended.stats.revisions >= broken.stats.revisions + 1
+    assert mended.stats.token_edits == 1 and mended.stats.revisions >= broken.stats.revisions + 1
     assert mended.stats.forward_passes == broken.stats.forward_passes + 2  # one edit, one last pass
     assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
     assert mended.spans[0].new_text != broken.spans[0].new_text
@@ -59,7 +59,7 @@ def test_a_fill_no_single_edit_mends_is_left_as_it_was(make_oracle, oracle_for_c
     options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4, syntax_restarts=0)
     result = infill(oracle, document, [span], options)
     assert result.spans[0].new_text == ")))))"
-    assert result.stats.syntax_edits == 0
+    assert result.stats.token_edits == 0
     assert result.stats.forward_passes == oracle.calls  # the fill's passes, then one to rank the edits
 
 
@@ -103,7 +103,7 @@ def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make
     probs[:, hash_id] = 0.9  # the model's favourite everywhere: a comment
     probs[:, plus] = 0.05
     problems = file_problems(filled_text(probe, document, canvas, ids))
-    blamed = tokens_to_remask(probe, document, canvas, ids, problems)
+    blamed = tokens_to_remask(Decoder(probe, document, canvas), ids, problems)
     assert blamed.any()
 
     found = [edit for edit, _ in candidates(probe, canvas, ids, probs, blamed, [close])]
@@ -125,7 +125,7 @@ def test_the_tiny_model_runs_the_edits_and_leaves_the_rest_of_the_file(tiny_back
     spans = [line_span(SOURCE, 2, 3)]
     options = InfillOptions(SamplerConfig(steps=4), syntax_rounds=1, syntax_edits=2, syntax_restarts=0)
     result = infill(tiny_backend, document, spans, options)
-    assert result.stats.syntax_edits <= 2
+    assert result.stats.token_edits <= 2
     assert result.stats.forward_passes <= 4 + 4 + 3  # fill, one retry, two edits and a last pass
     new = apply_edits(SOURCE, result.edits)
     assert new.startswith(SOURCE[: spans[0].start]) and new.endswith(SOURCE[spans[0].end :])
@@ -138,9 +138,9 @@ def test_two_edits_mend_what_one_cannot_when_the_first_moves_the_problem_on(make
     options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4, syntax_restarts=0)
     result = infill(oracle, document, [span], options)
     new = apply_edits(SOURCE, result.edits)
-    assert not file_problems(new) and result.stats.syntax_edits == 2  # ")" then "]"
+    assert not file_problems(new) and result.stats.token_edits == 2  # ")" then "]"
     assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
 
     one_edit = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=1, syntax_restarts=0)
     one = infill(oracle, document, [span], one_edit)
-    assert one.spans[0].new_text == "x = [f(2, 3" and one.stats.syntax_edits == 0  # half a mend is not kept
+    assert one.spans[0].new_text == "x = [f(2, 3" and one.stats.token_edits == 0  # half a mend is not kept

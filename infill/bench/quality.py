@@ -121,8 +121,8 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
     return Score(
         task.kind, task.path, task.start, task.end, task.expected, produced, **judge(task, produced),
         passed=passed, steps=result.stats.steps, ms=1000 * result.stats.seconds, error=error,
-        syntax_rounds=result.stats.syntax_rounds, syntax_edits=result.stats.syntax_edits,
-        syntax_restarts=result.stats.syntax_restarts, passes=result.stats.forward_passes,
+        syntax_rounds=result.stats.retries, syntax_edits=result.stats.token_edits,
+        syntax_restarts=result.stats.fresh_fills, passes=result.stats.forward_passes,
     )  # fmt: skip
 
 

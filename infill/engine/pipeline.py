@@ -8,28 +8,30 @@
     denoise  the sampler (infill.engine.sampler)
     repair   parser-guided retries, token edits and fresh fills, as the policy allows (infill.engine.repair)
     recall   a one-line fill may take a line of the document the model ranks higher (infill.engine.recall)
-    decode   each slot's text (infill.engine.decode)
+    decode   each slot's text (infill.engine.decode: one Decoder per canvas, which the repair and
+             recall stages are handed to read the fills they judge)
     edits    request.finish(...) -> the mode's result: its edits and what it has to say
 
 Progress (before each job), cancellation (before each job and each canvas; the sampler checks
-before each pass) and statistics are handled here, once for every mode. The CLI and the
-language server call `run` and nothing below it.
+before each pass) and statistics are handled here, once for every mode: `RequestStats`, the
+model's work (SampleStats, summed over every run) and what the stages above the sampler did.
+The CLI and the language server call `run` and nothing below it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 
 from infill.engine.canvas import Canvas, build_canvas
-from infill.engine.decode import rows_texts
+from infill.engine.decode import Decoder
 from infill.engine.recall import recall
-from infill.engine.repair import RepairPolicy, repair
+from infill.engine.repair import Repaired, RepairPolicy, repair
 from infill.engine.results import SampleResult, SampleStats, Step, merge_stats
 from infill.engine.sampler import sample, step_cap
 from infill.engine.span_length import choose_lengths, needs_scored_lengths
@@ -47,6 +49,7 @@ __all__ = [
     "Hooks",
     "Job",
     "Request",
+    "RequestStats",
     "SampleStats",
     "Selection",
     "Step",
@@ -56,6 +59,30 @@ __all__ = [
 ]
 
 NOTHING_SAMPLED = SampleStats(steps=0, forward_passes=0, tokens=0, revisions=0, seconds=0.0, converged=True)
+
+
+@dataclass
+class RequestStats(SampleStats):
+    """A request's statistics (or one canvas's): the model's work, summed over every run (the
+    fill, its retries and fresh fills, the passes of token edits, recall and scoring), and what
+    the stages above the sampler did. The CLI's --stats and --json and the language server show them."""
+
+    retries: int = 0  # retry rounds of fills that broke the file's syntax (infill.engine.repair.retries)
+    token_edits: int = 0  # single-token edits the parser checked (infill.engine.repair.token_edits)
+    fresh_fills: int = 0  # fresh fills of a fill that still broke the syntax (repair.fresh_fills)
+    recalled: int = 0  # one-line fills that took a line of the document instead (infill.engine.recall)
+    repair_passes: int = 0  # of forward_passes, those the repair stage made (retries, edits, fresh fills)
+    repair_seconds: float = 0.0  # of seconds, the repair stage's
+
+    @classmethod
+    def of(cls, parts: list[SampleStats], **stages: float) -> RequestStats:
+        """`parts` summed (with their stage counters, where they have them), plus `stages`."""
+        counters = {
+            f.name: stages.get(f.name, 0) + sum(getattr(part, f.name, 0) for part in parts)
+            for f in fields(cls)
+            if f.name not in SampleStats.__dataclass_fields__
+        }
+        return cls(**vars(merge_stats(parts)), **counters)
 
 
 @dataclass
@@ -107,8 +134,9 @@ class Filled:
     job: Job
     canvas: Canvas
     selection: Selection
-    sampled: SampleResult  # after the repair stage
+    sampled: SampleResult  # after the repair and recall stages
     texts: list[list[str]]  # [row][slot]: each slot's text
+    stats: RequestStats  # of this canvas: its mask, denoise, repair and recall stages
 
 
 R = TypeVar("R", covariant=True)
@@ -119,7 +147,7 @@ class Request(Protocol[R]):
 
     def plan(self, denoiser: Denoiser) -> list[Job]: ...
 
-    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> R: ...
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> R: ...
 
 
 def run(denoiser: Denoiser, request: Request[R], hooks: Hooks | None = None) -> R:
@@ -136,8 +164,7 @@ def run(denoiser: Denoiser, request: Request[R], hooks: Hooks | None = None) -> 
             check(hooks)  # ...and before each of its canvases is denoised
             filled.append(fill_canvas(denoiser, job, canvas, hooks))
         done += len(job.spans)
-    stats = [s for f in filled for s in (f.selection.stats, f.sampled.stats) if s is not None]
-    return request.finish(denoiser, filled, merge_stats(stats))
+    return request.finish(denoiser, filled, RequestStats.of([f.stats for f in filled]))
 
 
 def check(hooks: Hooks) -> None:
@@ -158,31 +185,38 @@ def fill_canvas(denoiser: Denoiser, job: Job, canvas: Canvas, hooks: Hooks) -> F
     sampled = stage(denoiser, ids, selection.editable, replace(config, first_view=recalls), on_step,
                     hooks.cancelled, hooks.out_of_time)  # fmt: skip
     first_view = sampled.first_view  # the canvas as laid out: what recall ranks lines on
+    decoder = Decoder(denoiser, job.document, canvas)  # the decode stage, for this canvas
+    repaired = Repaired(sampled)
     if not hooks.out_of_time():
-        sampled = repair_in_time(denoiser, job, canvas, sampled, config, on_step, hooks)
+        repaired = repair_in_time(denoiser, job, decoder, sampled, config, on_step, hooks)
+    stages = dict(
+        retries=repaired.retries,
+        token_edits=repaired.token_edits,
+        fresh_fills=repaired.fresh_fills,
+        repair_passes=repaired.sampled.stats.forward_passes - sampled.stats.forward_passes,
+        repair_seconds=repaired.sampled.stats.seconds - sampled.stats.seconds,
+    )
+    sampled = repaired.sampled
     if recalls and not hooks.out_of_time():
-        sampled = recall(denoiser, job.document, canvas, sampled, first_view)
-    texts = rows_texts(denoiser, job.document, canvas, sampled.ids)
-    return Filled(job, canvas, selection, sampled, texts)
+        sampled, stages["recalled"] = recall(denoiser, decoder, sampled, first_view)
+    texts = decoder.rows(sampled.ids)  # the decode stage
+    stats = RequestStats.of([s for s in (selection.stats, sampled.stats) if s is not None], **stages)
+    return Filled(job, canvas, selection, sampled, texts, stats)
 
 
-def repair_in_time(denoiser: Denoiser, job: Job, canvas: Canvas, sampled: SampleResult,
-                   config: SamplerConfig, on_step, hooks: Hooks) -> SampleResult:  # fmt: skip
+def repair_in_time(denoiser: Denoiser, job: Job, decoder: Decoder, sampled: SampleResult,
+                   config: SamplerConfig, on_step, hooks: Hooks) -> Repaired:  # fmt: skip
     """The repair stage, given up (its fill kept as sampled) when the deadline passes."""
 
     def stop() -> bool:
         return hooks.out_of_time() or (hooks.cancelled is not None and hooks.cancelled())
 
     try:
-        repaired = repair(denoiser, job.document, canvas, sampled, config, job.repair, on_step, stop)
+        return repair(denoiser, decoder, sampled, config, job.repair, on_step, stop)
     except Cancelled:
         if not hooks.out_of_time():
             raise
-        return sampled
-    before, after = sampled.stats, repaired.stats
-    stage = dict(repair_passes=after.forward_passes - before.forward_passes,
-                 repair_seconds=after.seconds - before.seconds)  # fmt: skip
-    return replace(repaired, stats=replace(after, **stage))
+        return Repaired(sampled)
 
 
 def jobs_of(filled: list[Filled]) -> list[Job]:

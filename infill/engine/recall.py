@@ -16,7 +16,9 @@ Recall): exact lines 4.5% -> 22.5% and 3.5% -> 21.0%.
 
 Only models with a <null> token (a candidate shorter than the slot ends in nulls) and without
 <|expand|> (whose canvases change length) are recalled for; fill mode and the first inline
-sample ask for it (`InfillOptions.recall`), and `SampleStats.recalled` counts the lines taken.
+sample ask for it (`InfillOptions.recall`), and the request's statistics count the lines taken
+(`RequestStats.recalled`, infill.engine.pipeline). The fills' texts come from the canvas's
+`Decoder` (infill.engine.decode), which the pipeline hands down.
 """
 
 from __future__ import annotations
@@ -29,16 +31,15 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
-from infill.engine.decode import slot_texts, spliced
 from infill.engine.prediction import exact_logits_at
 from infill.engine.results import SampleResult
 from infill.kept_context import without_kept_context
-from infill.text.document import Document
 from infill.text.spans import Span
 from infill.text.syntax import file_problems
 
-if TYPE_CHECKING:  # the interface of every model family (infill.models)
-    from infill.models.base import Denoiser
+if TYPE_CHECKING:
+    from infill.engine.decode import Decoder  # the decode stage of a canvas, handed down by the pipeline
+    from infill.models.base import Denoiser  # the interface of every model family (infill.models)
 
 PRIOR_WEIGHT = 2.0  # weight of log(1 + count), measured against 1 and 4 (docs/measurements.md, Recall)
 MAX_CANDIDATES = 8  # the most frequent lines ranked, before indentation variants
@@ -107,25 +108,26 @@ def indentation(line: str) -> str:
 
 def recall(
     denoiser: Denoiser,
-    document: Document,
-    canvas: Canvas,
+    decoder: Decoder,
     sampled: SampleResult,
     first_view: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> SampleResult:
-    """The recall stage over row 0 of a filled canvas: each one-line slot keeps the model's fill
-    or takes the best-ranked line of the document (see the module's docstring). `first_view`:
-    the sampler's first pass over the canvas as laid out (SampleResult.first_view), ranked on
-    instead of a pass of recall's own."""
+) -> tuple[SampleResult, int]:
+    """The recall stage over row 0 of a filled canvas (`decoder.canvas`): each one-line slot
+    keeps the model's fill or takes the best-ranked line of the document (see the module's
+    docstring). `first_view`: the sampler's first pass over the canvas as laid out
+    (SampleResult.first_view), ranked on instead of a pass of recall's own. Returns the result
+    (its stats count recall's pass, if it made one) and the number of lines taken."""
     if denoiser.null_id is None or getattr(denoiser, "expand_id", None) is not None:
-        return sampled
+        return sampled, 0
+    document, canvas = decoder.document, decoder.canvas
     text = document.text
-    fills = slot_texts(denoiser, document, canvas, sampled.ids)
+    fills = decoder.texts(sampled.ids)
     offers = [
         candidates(text, slot.span, fill) if whole_line(text, slot.span) else []
         for slot, fill in zip(canvas.slots, fills)
     ]
     if not any(offers):
-        return sampled
+        return sampled, 0
     if first_view is not None:  # the sampler's first pass saw the canvas as laid out
         logp, passes = SlotLogProbs(*first_view, len(canvas.ids)), 0
     else:  # one pass, every slot masked: the canvas as laid out
@@ -150,12 +152,12 @@ def recall(
             if tokens is own:
                 break
             if broken_before is None:
-                broken_before = breaks(document, canvas, fills, index)
+                broken_before = breaks(decoder, fills, index)
             row = tokens + [denoiser.null_id] * (slot.length - len(tokens))
             trial = ids.clone()
             trial[0, slot.start : slot.start + slot.length] = torch.tensor(row)
-            trial_fills = slot_texts(denoiser, document, canvas, trial)
-            if not broken_before and breaks(document, canvas, trial_fills, index):
+            trial_fills = decoder.texts(trial)
+            if not broken_before and breaks(decoder, trial_fills, index):
                 continue
             ids, fills, taken = trial, trial_fills, taken + 1
             break
@@ -163,8 +165,8 @@ def recall(
     changed = ids[0] != sampled.ids[0]
     confidence[0, changed] = logp.at(changed.nonzero().flatten(), ids[0, changed]).exp()  # all masked
     before = sampled.stats
-    stats = replace(before, forward_passes=before.forward_passes + passes, recalled=before.recalled + taken)
-    return SampleResult(ids, confidence, stats)
+    stats = replace(before, forward_passes=before.forward_passes + passes)
+    return SampleResult(ids, confidence, stats), taken
 
 
 class SlotLogProbs:
@@ -201,16 +203,16 @@ def score(logp: SlotLogProbs, slot: Slot, tokens: list[int], null_id: int, count
     return mean + PRIOR_WEIGHT * math.log1p(count)
 
 
-def breaks(document: Document, canvas: Canvas, fills: list[str], index: int) -> bool:
+def breaks(decoder: Decoder, fills: list[str], index: int) -> bool:
     """Whether the top-level statement around slot `index`, with the slots filled by `fills`,
     has a syntax error (only that part is parsed: a 20,000-line file costs no more than a small one)."""
-    text = spliced(document, canvas, fills)
-    slots = canvas.slots
+    text = decoder.spliced(fills)
+    slots = decoder.canvas.slots
     start = slots[index].span.start + sum(
         len(f) - (s.span.end - s.span.start) for s, f in zip(slots, fills[:index])
     )
     first, last = top_level_block(text, start, start + len(fills[index]))
-    return bool(file_problems(text[first:last], document.language))
+    return bool(file_problems(text[first:last], decoder.document.language))
 
 
 CONTINUATIONS = ("else", "elif", "except", "finally")  # top-level lines that go on a statement

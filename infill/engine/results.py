@@ -1,7 +1,9 @@
 """What a denoising run gives back: the filled canvas (`SampleResult`), what each pass did
-(`Step`, for watchers: --show-steps, progress, tests) and its counters (`SampleStats`, summed
+(`Step`, for watchers: --show-steps, progress, tests) and the model's work (`SampleStats`, summed
 over the runs of a request by `merge_stats`). The sampler, expansion, the repair and recall
-stages, the authors' loops and the modes share these; they import no stage."""
+stages, the authors' loops and the modes share these; they import no stage. What the stages
+above the sampler did (retries, token edits, fresh fills, recalled lines, the repair stage's
+passes and time) is counted by the pipeline: infill.engine.pipeline.RequestStats."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ class Step:
 
 @dataclass
 class SampleStats:
+    """The model's work: what the sampler did, and the forward passes of the stages that run the
+    model without sampling (token edits, recall, scoring)."""
+
     steps: int
     forward_passes: int
     tokens: int  # editable positions filled (per canvas)
@@ -33,12 +38,6 @@ class SampleStats:
     seconds: float
     converged: bool  # False: stopped by the step cap
     cached_passes: int = 0  # forward passes over the span positions only (cached context)
-    syntax_rounds: int = 0  # retries of fills that broke the file's syntax (infill.engine.repair.retries)
-    syntax_edits: int = 0  # single-token edits the parser checked (infill.engine.repair.token_edits)
-    syntax_restarts: int = 0  # fresh fills of a fill that still broke the syntax (repair.fresh_fills)
-    recalled: int = 0  # one-line fills that took a line of the document instead (infill.engine.recall)
-    repair_passes: int = 0  # of forward_passes, those the repair stage made (retries, edits, fresh fills)
-    repair_seconds: float = 0.0  # of seconds, the repair stage's
 
 
 @dataclass
@@ -61,10 +60,4 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         seconds=sum(p.seconds for p in parts),
         converged=all(p.converged for p in parts),
         cached_passes=sum(p.cached_passes for p in parts),
-        syntax_rounds=sum(p.syntax_rounds for p in parts),
-        syntax_edits=sum(p.syntax_edits for p in parts),
-        syntax_restarts=sum(p.syntax_restarts for p in parts),
-        recalled=sum(p.recalled for p in parts),
-        repair_passes=sum(p.repair_passes for p in parts),
-        repair_seconds=sum(p.repair_seconds for p in parts),
     )

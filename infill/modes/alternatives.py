@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from infill.engine.canvas import Canvas
-from infill.engine.pipeline import Filled, Hooks, Job, run
+from infill.engine.pipeline import Filled, Hooks, Job, RequestStats, run
 from infill.engine.repair import RepairPolicy
-from infill.engine.results import SampleStats, Step
+from infill.engine.results import Step
 from infill.errors import InputError
 from infill.options import InfillOptions
 from infill.text.document import Document
@@ -43,7 +43,7 @@ class Candidate:
     edit: TextEdit | None  # minimal edit; None when the candidate is the span as it is
     score: float  # mean log-probability of the slot's tokens (higher: the model likes it more)
     rows: list[int]  # the batch rows that sampled this text
-    stats: SampleStats  # of the whole batch (the same object for every candidate)
+    stats: RequestStats  # of the whole batch (the same object for every candidate)
     breaks_syntax: bool = False  # the file parsed before and does not with this candidate
 
 
@@ -77,7 +77,7 @@ class AlternativesRequest:
             Job(self.document, spans, sampler, policy, options.budget, options.context_length, rows=self.n)
         ]
 
-    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> list[Candidate]:
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> list[Candidate]:
         (part,) = filled  # one span: one canvas
         (slot,) = part.canvas.slots
         document, span, sampled = part.job.document, slot.span, part.sampled
@@ -91,7 +91,7 @@ class AlternativesRequest:
                 edit = minimal_edit(document.text, span.start, span.end, new_text)
                 filled_text = document.text[: span.start] + new_text + document.text[span.end :]
                 breaks = parsed and bool(file_problems(filled_text, document.language))
-                best[new_text] = Candidate(new_text, edit, scores[row], [row], sampled.stats, breaks)
+                best[new_text] = Candidate(new_text, edit, scores[row], [row], part.stats, breaks)
             else:
                 known.rows.append(row)
                 known.score = max(known.score, scores[row])

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from infill.engine.canvas import Canvas
-from infill.engine.pipeline import Filled, Hooks, Job, jobs_of, run
+from infill.engine.pipeline import Filled, Hooks, Job, RequestStats, jobs_of, run
 from infill.engine.repair import RepairPolicy
-from infill.engine.results import SampleStats, Step
+from infill.engine.results import Step
 from infill.options import MULTI_LINE_STEPS, InfillOptions
 from infill.text import doc_comments
 from infill.text.docstring_sites import DocstringSite
@@ -69,7 +69,7 @@ class DocstringFill:
 @dataclass
 class DocstringResult:
     fills: list[DocstringFill]
-    stats: SampleStats
+    stats: RequestStats
 
     @property
     def edits(self) -> list[TextEdit]:
@@ -109,7 +109,7 @@ class DocstringRequest:
                             context=_Group(window, part, group, moved)))  # fmt: skip
         return jobs
 
-    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> DocstringResult:
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> DocstringResult:
         fills: list[DocstringFill] = []
         for job in jobs_of(filled):
             group: _Group = job.context

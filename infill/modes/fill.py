@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from infill.engine.authors import loop_family
 from infill.engine.authors.run import AUTHORS_CONTEXT, denoise_stage, hole_budget
 from infill.engine.canvas import Canvas
-from infill.engine.pipeline import Filled, Hooks, Job, run
+from infill.engine.pipeline import Filled, Hooks, Job, RequestStats, run
 from infill.engine.repair import RepairPolicy
-from infill.engine.results import SampleStats, Step
+from infill.engine.results import Step
 from infill.errors import InputError
 from infill.options import InfillOptions
 from infill.text.document import Document
@@ -43,7 +43,7 @@ class SpanResult:
 @dataclass
 class InfillResult:
     spans: list[SpanResult]
-    stats: SampleStats
+    stats: RequestStats
 
     @property
     def edits(self) -> list[TextEdit]:
@@ -69,7 +69,7 @@ class FillRequest:
                 recall=options.recall)
         ]
 
-    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> InfillResult:
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> InfillResult:
         return InfillResult(span_results(filled), stats)
 
 

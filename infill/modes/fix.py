@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
-from infill.engine.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, Selection, run
+from infill.engine.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, RequestStats, Selection, run
 from infill.engine.prediction import allowed_softmax, exact_logits_at, token_probabilities
 from infill.engine.repair import RepairPolicy
 from infill.engine.results import SampleStats, Step
@@ -80,7 +80,7 @@ class SpanFix:
 @dataclass
 class FixResult:
     spans: list[SpanFix]
-    stats: SampleStats  # forward_passes counts the scoring passes too (every masked one)
+    stats: RequestStats  # forward_passes counts the scoring passes too (every masked one)
 
     @property
     def edits(self) -> list[TextEdit]:
@@ -113,7 +113,7 @@ class FixRequest:
                   keep_text=True, select=select)  # fmt: skip
         return [job]
 
-    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> FixResult:
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> FixResult:
         results = []
         for part in filled:
             flags = part.selection.editable[0] | (part.sampled.ids[0] != torch.tensor(part.canvas.ids))

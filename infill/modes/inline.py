@@ -18,9 +18,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infill.engine.pipeline import Filled, Job
+from infill.engine.pipeline import Filled, Job, RequestStats
 from infill.engine.repair import RepairPolicy
-from infill.engine.results import SampleStats
 from infill.options import InfillOptions
 from infill.text.document import Document
 from infill.text.spans import Span, validate_spans
@@ -35,7 +34,7 @@ SYNTAX_EDITS = 0
 @dataclass
 class Completions:
     texts: list[str]  # distinct, non-blank
-    stats: SampleStats
+    stats: RequestStats
 
 
 @dataclass
@@ -67,7 +66,7 @@ class InlineRequest:
             )  # fmt: skip
         return jobs
 
-    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: SampleStats) -> Completions:
+    def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> Completions:
         texts: list[str] = []
         for part in filled:  # one canvas a job: one insertion point
             (inserted,) = part.texts[0]

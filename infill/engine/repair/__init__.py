@@ -1,11 +1,20 @@
 """The repair stage: parser-guided steps for fills that break the file's syntax.
 
-    fill the canvas -> put the fills in the file -> parse (tree-sitter, then Python's ast)
-    retries      re-draw the tokens the problems touch, a few rounds (infill.engine.repair.retries)
-    token edits  then single-token edits, each checked by the parser (infill.engine.repair.token_edits)
-    fresh fills  then draw a still-broken fill again from scratch, with its own retries and
-                 edits (infill.engine.repair.fresh_fills); spans of several lines only (single lines
-                 parse as often without them: docs/measurements.md)
+    for each attempt: the fill as sampled, then up to `fresh_fills` fresh fills of the rows
+            still broken, while the pass budget lasts
+        check        put the fills in the file and parse it (tree-sitter, then Python's ast)
+        retries      re-mask the tokens the problems touch and sample them again, a few rounds
+                     (infill.engine.repair.retries)
+        token edits  optional: single-token edits, each checked by the parser
+                     (infill.engine.repair.token_edits)
+        keep         a fresh fill replaces a row if it leaves fewer problems
+                     (infill.engine.repair.fresh_fills; spans of several lines only: single lines
+                     parse as often without them, docs/measurements.md)
+
+`repair` below is that loop. The fills' texts come from the canvas's `Decoder`, which the
+pipeline hands down (infill.engine.decode); the counts of each step go back to the pipeline's
+statistics (`Repaired`; infill.engine.pipeline.RequestStats), the model's work (forward passes,
+steps, revisions) into the rows' SampleStats.
 
 Which steps run, and how many times, is the request's RepairPolicy: every mode goes through
 this one stage, with its own policy (fix mode, for one, repairs only spans that had a syntax
@@ -20,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from infill.engine.canvas import Canvas
-from infill.engine.repair.fresh_fills import redraw
+from infill.engine.repair.fresh_fills import as_fresh_fill, fresh_fill, keep_better
 from infill.engine.repair.problems import FillProblems
 from infill.engine.repair.retries import retry
 from infill.engine.repair.rows import Rows
@@ -32,8 +41,9 @@ from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import Document
 from infill.text.syntax import file_problems, overlaps
 
-if TYPE_CHECKING:  # the interface of every model family (infill.models)
-    from infill.models.base import Denoiser
+if TYPE_CHECKING:
+    from infill.engine.decode import Decoder  # the decode stage of a canvas, handed down by the pipeline
+    from infill.models.base import Denoiser  # the interface of every model family (infill.models)
 
 
 @dataclass(frozen=True)
@@ -81,43 +91,55 @@ class RepairPolicy:
         return self.retries < 1 and self.token_edits < 1 and self.fresh_fills < 1
 
 
+@dataclass
+class Repaired:
+    """What the repair stage made of a filled canvas, and what it took."""
+
+    sampled: SampleResult  # the rows to keep with their confidence; stats: the fill's and every step's
+    retries: int = 0  # retry rounds run (each re-masks and samples the broken rows once)
+    token_edits: int = 0  # single-token edits made
+    fresh_fills: int = 0  # fresh fills drawn
+
+
 def repair(
     denoiser: Denoiser,
-    document: Document,
-    canvas: Canvas,
+    decoder: Decoder,
     sampled: SampleResult,
     config: SamplerConfig,
     policy: RepairPolicy,
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
-) -> SampleResult:
-    """The rows of `sampled` (B, L), a filled `canvas` of `document`, with the fills that break
-    the syntax repaired as `policy` allows (see `RepairPolicy.for_canvas`).
-
-    Returns the ids to keep with their confidence, and `sampled.stats` merged with those of the
-    steps run: each retry round counts one `syntax_rounds` (its `revisions` include the
-    re-masked tokens), each edit one `syntax_edits` (and a revision), each fresh fill one
-    `syntax_restarts`."""
-    return _repair(denoiser, document, canvas, sampled, config, policy.for_canvas(document, canvas),
-                   on_step, cancelled)  # fmt: skip
-
-
-def _repair(denoiser, document, canvas, sampled, config, policy, on_step, cancelled) -> SampleResult:
+) -> Repaired:
+    """The rows of `sampled` (B, L), a filled canvas (`decoder.canvas`) of `decoder.document`,
+    with the fills that break the syntax repaired as `policy` allows (see
+    `RepairPolicy.for_canvas`). Every step's forward passes, steps and revisions join
+    `sampled.stats` (a retry's revisions include the tokens it re-masked; an edit is one)."""
+    canvas = decoder.canvas
+    policy = policy.for_canvas(decoder.document, canvas)
     if policy.off:
-        return sampled
-    problems_of = FillProblems(denoiser, document, canvas)
-    rows = Rows.of(sampled, problems_of)
-    budget = policy.pass_budget
-    retry(denoiser, rows, problems_of, config, policy.retries, on_step, cancelled, budget)
-    if budget is None or rows.forward_passes < budget:
-        edit_rows(denoiser, canvas, rows, problems_of, policy.token_edits, cancelled)
-
-    def mend(fresh: SampleResult, hook: Callable[[Step], None] | None) -> SampleResult:
-        """A fresh fill's own retries and edits, within what is left of the budget."""
-        left = None if budget is None else max(0, budget - rows.forward_passes - fresh.stats.forward_passes)
-        own = replace(policy, fresh_fills=0, pass_budget=left)
-        return _repair(denoiser, document, canvas, fresh, config, own, hook, cancelled)
-
-    redraw(denoiser, canvas, rows, problems_of, config, policy.fresh_fills, policy.pass_budget, mend,
-                on_step, cancelled)  # fmt: skip
-    return rows.result()
+        return Repaired(sampled)
+    budget, done = policy.pass_budget, Repaired(sampled)
+    problems_of = FillProblems(decoder)
+    rows = Rows.of(sampled, problems_of)  # check: the problems of each row's fills
+    for attempt in range(1 + policy.fresh_fills):  # 0: the fill as sampled; k: its k-th fresh fill
+        if attempt == 0:
+            trial, broken, hook = rows, [], on_step
+        else:
+            broken = rows.broken()
+            if not broken or rows.spent(budget):
+                break
+            hook = as_fresh_fill(on_step, attempt)
+            fresh = fresh_fill(denoiser, canvas, rows, broken, config, attempt, budget, hook, cancelled)
+            # Its passes count twice against the budget (in `counted`, and as the trial's own), as
+            # they did when its retries and edits were a repair of their own: kept, so that a
+            # budget allows the same steps.
+            trial = Rows.of(fresh, problems_of, counted=rows.forward_passes + fresh.stats.forward_passes)
+            done.fresh_fills += 1
+        # re-mask the tokens the problems touch and sample them again, a few rounds
+        done.retries += retry(denoiser, trial, problems_of, config, policy.retries, hook, cancelled, budget)
+        if policy.token_edits and not trial.spent(budget):  # optional: token edits
+            done.token_edits += edit_rows(denoiser, canvas, trial, problems_of, policy.token_edits, cancelled)
+        if attempt:
+            keep_better(rows, broken, trial, problems_of)
+    done.sampled = rows.result()
+    return done

@@ -5,6 +5,8 @@
             fill and in another unmasking order by turns (FRESH_FILLS), with its own retries
             and edits; keep it if it leaves fewer problems
 
+(The loop is the repair stage's, infill.engine.repair: a fresh fill is its next attempt.)
+
 A fresh fill is also of another length: the first fill's was the model's median guess, and a
 fill that went wrong as a whole at that length often parses at another. (v2, 100 held-out blocks
 and 100 bodies, one fresh fill: its length x1.0 77/90% parse, x1.3 80/92%, x0.7 80/95%, x0.5
@@ -44,40 +46,42 @@ FRESH_FILLS = (  # ...and, in turn, scales the length its first pass decides and
 )
 
 
-def redraw(
+def fresh_fill(
     denoiser: Denoiser,
     canvas: Canvas,
     rows: Rows,
-    problems_of: FillProblems,
+    broken: list[int],
     config: SamplerConfig,
-    restarts: int,
+    k: int,
     pass_budget: int | None,
-    mend: Callable[[SampleResult, Callable[[Step], None] | None], SampleResult],
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
-) -> None:
-    """Up to `restarts` fresh fills of the rows still broken, each mended by `mend(fresh,
-    on_step)` (its retries and edits, within what the fill leaves of the budget). None starts
-    once the forward passes made so far reach `pass_budget`, and none runs past it (None: no
-    limit)."""
-    slots = torch.tensor(canvas.editable())
-    for restart in range(restarts):
-        broken = [r for r, problems in enumerate(rows.problems) if problems]
-        if not broken or (pass_budget is not None and rows.forward_passes >= pass_budget):
-            break
-        seed = (config.seed or 0) + RESTART_SEED + restart
-        hook = None if on_step is None else partial(_as_restart, on_step, restart + 1)
-        scale, order = FRESH_FILLS[restart % len(FRESH_FILLS)]
-        afresh = replace(config, temperature=TEMPERATURE, seed=seed, length_scale=scale, order=order)
-        if pass_budget is not None:
-            afresh = replace(afresh, steps=min(afresh.steps, pass_budget - rows.forward_passes))
-        fresh = sample(denoiser, rows.ids[broken], slots.expand(len(broken), -1), afresh, hook, cancelled)
-        fresh = mend(fresh, hook)
-        rows.stats.append(replace(fresh.stats, tokens=0, syntax_restarts=1))
-        for i, r in enumerate(broken):
-            left = problems_of(fresh.ids[i : i + 1])
-            if len(left) < len(rows.problems[r]):
-                rows.ids[r], rows.confidence[r], rows.problems[r] = fresh.ids[i], fresh.confidence[i], left
+) -> SampleResult:
+    """The `k`-th fresh fill (k >= 1) of the rows `broken` of `rows`: their slots denoised again
+    from all-masked as FRESH_FILLS says, within what `pass_budget` leaves (None: no limit)."""
+    seed = (config.seed or 0) + RESTART_SEED + k - 1
+    scale, order = FRESH_FILLS[(k - 1) % len(FRESH_FILLS)]
+    afresh = replace(config, temperature=TEMPERATURE, seed=seed, length_scale=scale, order=order)
+    left = rows.passes_left(pass_budget)
+    if left is not None:
+        afresh = replace(afresh, steps=min(afresh.steps, left))
+    slots = torch.tensor(canvas.editable()).expand(len(broken), -1)
+    return sample(denoiser, rows.ids[broken], slots, afresh, on_step, cancelled)
+
+
+def keep_better(rows: Rows, broken: list[int], fresh: Rows, problems_of: FillProblems) -> None:
+    """Each row of `fresh` (a fresh fill of the rows `broken`, after its retries and edits)
+    replaces its row of `rows` if it leaves fewer problems; its statistics join theirs."""
+    rows.stats.append(replace(fresh.result().stats, tokens=0))
+    for i, r in enumerate(broken):
+        left = problems_of(fresh.ids[i : i + 1])
+        if len(left) < len(rows.problems[r]):
+            rows.ids[r], rows.confidence[r], rows.problems[r] = fresh.ids[i], fresh.confidence[i], left
+
+
+def as_fresh_fill(on_step: Callable[[Step], None] | None, k: int) -> Callable[[Step], None] | None:
+    """`on_step` with each step marked as one of the `k`-th fresh fill (Step.restart)."""
+    return None if on_step is None else partial(_as_restart, on_step, k)
 
 
 def _as_restart(on_step: Callable[[Step], None], restart: int, step: Step) -> None:

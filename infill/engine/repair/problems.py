@@ -6,6 +6,9 @@ file that parsed before the fill every problem is the fill's doing; in one that 
 fix for a syntax error fills or repairs the statement around it), only the problems that touch a
 fill are. tree-sitter often reports an unclosed bracket or a bad indent lines after the mistake,
 outside every fill: such a problem is blamed on the last line of the nearest fill before it.
+
+The fills' texts come from the decode stage's `Decoder` for the canvas (infill.engine.decode),
+which the pipeline hands to the repair stage: the parser judges exactly the text the user gets.
 """
 
 from __future__ import annotations
@@ -15,13 +18,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from infill.engine.canvas import Canvas, Slot
-from infill.engine.decode import fill_extents, slot_text, slot_texts, span_text, spliced
-from infill.text.document import Document
 from infill.text.syntax import SyntaxProblem, file_problems, overlaps
 
-if TYPE_CHECKING:  # the interface of every model family (infill.models)
-    from infill.models.base import Denoiser
+if TYPE_CHECKING:  # the decode stage of a canvas, handed down by the pipeline
+    from infill.engine.decode import Decoder
 
 
 class FillProblems:
@@ -29,40 +29,34 @@ class FillProblems:
 
     The document itself is parsed once, and only if a fill breaks the file."""
 
-    def __init__(self, denoiser: Denoiser, document: Document, canvas: Canvas) -> None:
-        self.denoiser, self.document, self.canvas = denoiser, document, canvas
+    def __init__(self, decoder: Decoder) -> None:
+        self.decoder, self.document = decoder, decoder.document
         self._parsed_before: bool | None = None
 
     def __call__(self, row: torch.Tensor) -> list[SyntaxProblem]:
         """The problems that are the fills' doing: all of them in a file that parsed; in one
         that did not, those that touch a fill."""
-        texts = slot_texts(self.denoiser, self.document, self.canvas, row)
-        found = file_problems(spliced(self.document, self.canvas, texts), self.document.language)
+        texts = self.decoder.texts(row)
+        found = file_problems(self.decoder.spliced(texts), self.document.language)
         if found and self._parsed_before is None:
             self._parsed_before = not file_problems(self.document.text, self.document.language)
         if not found or self._parsed_before:
             return found
-        extents = fill_extents(self.document, self.canvas, texts)
+        extents = self.decoder.extents(texts)
         return [p for p in found if any(overlaps(p, start, end) for start, end in extents)]
 
     def blamed(self, row: torch.Tensor, problems: list[SyntaxProblem]) -> torch.Tensor:
         """(1, L) bool: the fill tokens `problems` touch (see `tokens_to_remask`)."""
-        return tokens_to_remask(self.denoiser, self.document, self.canvas, row, problems)
+        return tokens_to_remask(self.decoder, row, problems)
 
 
-def tokens_to_remask(
-    denoiser: Denoiser,
-    document: Document,
-    canvas: Canvas,
-    ids: torch.Tensor,
-    problems: list[SyntaxProblem],
-) -> torch.Tensor:
+def tokens_to_remask(decoder: Decoder, ids: torch.Tensor, problems: list[SyntaxProblem]) -> torch.Tensor:
     """(1, L) bool: the fills' content tokens (not <null>) whose characters a problem touches (a
     missing token: the tokens on both sides of it). A problem that touches no fill is blamed on
     the last line of the nearest fill before it (or on the first fill's first line)."""
-    texts = slot_texts(denoiser, document, canvas, ids)
-    extents = fill_extents(document, canvas, texts)
-    ranges: list[list[tuple[int, int]]] = [[] for _ in canvas.slots]  # per fill, in its own text
+    texts = decoder.texts(ids)
+    extents = decoder.extents(texts)
+    ranges: list[list[tuple[int, int]]] = [[] for _ in decoder.canvas.slots]  # per fill, in its own text
     for problem in problems:
         touched = [i for i, (a, b) in enumerate(extents) if overlaps(problem, a, b)]
         for i in touched:
@@ -76,20 +70,9 @@ def tokens_to_remask(
                 ranges[0].append((0, len(text.split("\n")[0])))
     remask = torch.zeros_like(ids, dtype=torch.bool)
     row = ids[0].tolist()
-    for slot, wanted in zip(canvas.slots, ranges):
-        for position, (a, b) in _token_offsets(denoiser, document, slot, row) if wanted else ():
+    for slot, wanted in zip(decoder.canvas.slots, ranges):
+        for position, (a, b) in decoder.token_offsets(slot, row) if wanted else ():
             if any(a < hi and lo < b if lo < hi else a <= lo <= b for lo, hi in wanted):
                 remask[0, position] = True
     return remask
 
-
-def _token_offsets(denoiser: Denoiser, document: Document, slot: Slot, row: list[int]):
-    """(canvas position, (start, end) in the fill's text) of each content token of the slot."""
-    shift = slot_text(denoiser, document, slot, row)[1]  # the line shape may move the text
-    lengths = [
-        max(0, len(document.adapt_newlines(span_text(denoiser, row[slot.start : i]))) + shift)
-        for i in range(slot.start, slot.start + slot.length + 1)
-    ]  # text length up to each position (decoded once)
-    for i in range(slot.start, slot.start + slot.length):
-        if row[i] != denoiser.null_id:
-            yield i, (lengths[i - slot.start], lengths[i - slot.start + 1])

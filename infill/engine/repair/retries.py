@@ -44,13 +44,15 @@ def retry(
     on_step: Callable[[Step], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     pass_budget: int | None = None,
-) -> None:
+) -> int:
     """Up to `rounds` retries of the broken rows of `rows` (those that need one as one batch),
-    within `pass_budget` forward passes for the rows in all (None: no bound)."""
+    within `pass_budget` forward passes for the rows in all (None: no bound; see
+    `Rows.passes_left`). Returns the rounds run."""
+    ran = 0
     for round_index in range(rounds):
-        left = None if pass_budget is None else pass_budget - rows.forward_passes
-        if left is not None and left < 1:
+        if rows.spent(pass_budget):
             break
+        left = rows.passes_left(pass_budget)
         remask = torch.zeros_like(rows.ids, dtype=torch.bool)
         for r, problems in enumerate(rows.problems):
             if problems:
@@ -67,12 +69,14 @@ def retry(
         hook = None if on_step is None else partial(_as_retry, on_step, round_index + 1)
         trial = sample(denoiser, rows.ids, remask, retried, hook, cancelled)
         revisions = trial.stats.revisions + int(remask.sum())
-        rows.stats.append(replace(trial.stats, tokens=0, revisions=revisions, syntax_rounds=1))
+        rows.stats.append(replace(trial.stats, tokens=0, revisions=revisions))
+        ran += 1
         for r in range(rows.ids.size(0)):
             left = problems_of(trial.ids[r : r + 1]) if remask[r].any() else None
             if left is not None and len(left) <= len(rows.problems[r]):
                 rows.ids[r], rows.problems[r] = trial.ids[r], left
                 rows.confidence[r] = torch.where(remask[r], trial.confidence[r], rows.confidence[r])
+    return ran
 
 
 def _as_retry(on_step: Callable[[Step], None], retry: int, step: Step) -> None:

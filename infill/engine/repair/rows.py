@@ -22,16 +22,30 @@ class Rows:
     confidence: torch.Tensor
     problems: list[list[SyntaxProblem]]
     stats: list[SampleStats] = field(default_factory=list)
+    counted: int = 0  # forward passes counted against the pass budget before these rows' own
 
     @classmethod
-    def of(cls, sampled: SampleResult, problems_of) -> Rows:
+    def of(cls, sampled: SampleResult, problems_of, counted: int = 0) -> Rows:
         ids = sampled.ids.clone()
         problems = [problems_of(ids[r : r + 1]) for r in range(ids.size(0))]
-        return cls(ids, sampled.confidence.clone(), problems, [sampled.stats])
+        return cls(ids, sampled.confidence.clone(), problems, [sampled.stats], counted)
 
     @property
     def forward_passes(self) -> int:
         return sum(stats.forward_passes for stats in self.stats)
+
+    def passes_left(self, budget: int | None) -> int | None:
+        """What `budget` (None: no limit) leaves after these rows' passes and those counted before."""
+        return None if budget is None else budget - self.counted - self.forward_passes
+
+    def spent(self, budget: int | None) -> bool:
+        """Whether `budget` is spent: no step starts then."""
+        left = self.passes_left(budget)
+        return left is not None and left < 1
+
+    def broken(self) -> list[int]:
+        """The rows whose fills still cause a problem."""
+        return [r for r, problems in enumerate(self.problems) if problems]
 
     def result(self) -> SampleResult:
         return SampleResult(self.ids, self.confidence, merge_stats(self.stats))
