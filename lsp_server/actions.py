@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,11 +52,11 @@ from infill.text.edits import TextEdit
 from infill.text.languages import PYTHON, Language
 from infill.text.spans import Span, node_at_offset, validate_spans
 from infill.text.syntax import SYNTAX_ERROR, SyntaxProblem, overlaps, syntax_problems
-from infill.text.window import window_around
 from lsp_server import diagnostics
 from lsp_server.positions import UTF16, to_lsp_edits
 
 if TYPE_CHECKING:
+    from infill.engine.pipeline import Hooks
     from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
@@ -335,15 +335,15 @@ def run_action(
     text: str,
     data: ActionData,
     options: InfillOptions | None = None,
-    on_step: Callable[[Any, Any], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
-    on_site: Callable[[int, int], None] | None = None,
+    hooks: Hooks | None = None,
     language: Language = PYTHON,
 ) -> Outcome:
     """Run the action ``data`` describes on ``text`` (the document at ``data.version``).
 
     InputError for a bad span or a mode this function does not run; ``infill.errors.Cancelled``
-    if ``cancelled()`` turns true. ``on_site(done, total)``: before each group of docstrings.
+    if ``hooks.cancelled()`` turns true; ``hooks.on_progress(done, total)`` before each group of
+    docstrings (before the one job of the other modes). The whole text goes to the engine, which
+    stages each job on the part of it the model can reach (infill.engine.pipeline.in_window).
     """
     from infill.engine.pipeline import Hooks, run
     from infill.modes.fill import FillRequest  # torch: only when a fill runs
@@ -353,29 +353,24 @@ def run_action(
         raise InputError(f"{data.mode!r} actions are not resolved here")
     check_span(text, data)
     options = options or InfillOptions()
+    hooks = hooks or Hooks()
     document = text_document(text, language)
     if data.mode == DOCUMENT:
-        return _document(denoiser, document, data, options, on_step, cancelled, on_site)
-    # The model sees a window of the file: only that is tokenized and parsed (infill.text.window).
-    window = window_around(text, data.start, data.end, options.context_length or denoiser.context_length)
-    part = window.document(document)
-    span = window.span(Span(data.start, data.end, describe(text, data)))
+        return _document(denoiser, document, data, options, hooks)
+    span = Span(data.start, data.end, describe(text, data))
     if data.mode == FIX:
-        outcome = _fix(denoiser, part, span, options, on_step, cancelled)
-    else:
-        result = run(denoiser, FillRequest(part, [span], options), Hooks(on_step, cancelled))
-        summary = f"fill {span.label}: {_steps(result.stats)}"
-        outcome = Outcome(result.edits, summary, None if result.edits else "the model wrote the same text")
-    return dataclasses.replace(outcome, edits=[window.edit(edit) for edit in outcome.edits])
+        return _fix(denoiser, document, span, options, hooks)
+    result = run(denoiser, FillRequest(document, [span], options), hooks)
+    summary = f"fill {span.label}: {_steps(result.stats)}"
+    return Outcome(result.edits, summary, None if result.edits else "the model wrote the same text")
 
 
-def _fix(denoiser, document, span, options, on_step, cancelled) -> Outcome:
-    from infill.engine.pipeline import Hooks, run
+def _fix(denoiser, document, span, options, hooks) -> Outcome:
+    from infill.engine.pipeline import run
     from infill.modes.fix import FixRequest
     from infill.options import FixOptions
 
-    request = FixRequest(document, [span], FixOptions.from_infill(options))
-    result = run(denoiser, request, Hooks(on_step, cancelled))
+    result = run(denoiser, FixRequest(document, [span], FixOptions.from_infill(options)), hooks)
     flagged = result.flagged
     summary = f"fix {span.label}: {len(flagged)} unlikely token(s) re-predicted, {_steps(result.stats)}"
     if result.edits:
@@ -384,8 +379,8 @@ def _fix(denoiser, document, span, options, on_step, cancelled) -> Outcome:
     return Outcome([], summary, nothing)
 
 
-def _document(denoiser, document, data, options, on_step, cancelled, on_site=None) -> Outcome:
-    from infill.engine.pipeline import Hooks, run
+def _document(denoiser, document, data, options, hooks) -> Outcome:
+    from infill.engine.pipeline import run
     from infill.modes.docstrings import DocstringRequest
 
     noun = document.language.doc_noun
@@ -401,7 +396,7 @@ def _document(denoiser, document, data, options, on_step, cancelled, on_site=Non
         sites = [s for s in found if (s.start, s.end) == (data.start, data.end)]
         if not sites:
             raise InputError(f"no definition without a {noun} at characters {data.start}-{data.end}")
-    result = run(denoiser, DocstringRequest(document, sites, options), Hooks(on_step, cancelled, on_site))
+    result = run(denoiser, DocstringRequest(document, sites, options), hooks)
     written = [fill for fill in result.fills if fill.edit is not None]
     names = ", ".join(fill.site.name for fill in written) or "none"
     summary = f"{len(written)} of {len(sites)} {noun}(s) written ({names}), {_steps(result.stats)}"

@@ -29,9 +29,8 @@ has moved on or gone. Plain functions and a plain class: nothing here knows abou
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
@@ -52,6 +51,7 @@ from lsp_server.actions import (
 from lsp_server.positions import UTF16
 
 if TYPE_CHECKING:
+    from infill.engine.pipeline import Hooks
     from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
@@ -140,13 +140,12 @@ def sample_alternatives(
     data: ActionData,
     n: int,
     options: InfillOptions | None = None,
-    on_step: Callable[[Any, Any], None] | None = None,
-    cancelled: Callable[[], bool] | None = None,
+    hooks: Hooks | None = None,
     language: Language = PYTHON,
 ) -> AlternativeSet:
     """Sample ``n`` fills of the span of ``data`` as one batch (at the options' temperature if it
     is above 0, else 0.8); the distinct ones, best first, as a set at ``data.version``."""
-    from infill.engine.pipeline import Hooks, run
+    from infill.engine.pipeline import run
     from infill.modes.alternatives import AlternativesRequest
     from infill.options import InfillOptions
 
@@ -154,7 +153,7 @@ def sample_alternatives(
     document = text_document(text, language)
     span = Span(data.start, data.end, data.kind)
     request = AlternativesRequest(document, span, n, options or InfillOptions())
-    found = run(denoiser, request, Hooks(on_step, cancelled))
+    found = run(denoiser, request, hooks)
     candidates = tuple((candidate.new_text, candidate.score) for candidate in found)
     return AlternativeSet(data.uri, data.version, text, data.start, data.end, candidates, n)
 

@@ -8,7 +8,6 @@ ghost text: an ``InlineCompletionItem`` whose range is the cursor itself (nothin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -18,6 +17,7 @@ from lsp_server.actions import text_document
 from lsp_server.positions import UTF16, offset_to_position
 
 if TYPE_CHECKING:
+    from infill.engine.pipeline import Hooks
     from infill.models.base import Denoiser
     from infill.options import InfillOptions
 
@@ -29,7 +29,7 @@ def inline_completions(
     options: InfillOptions | None = None,
     encoding: str = UTF16,
     alternatives: int = 1,
-    cancelled: Callable[[], bool] | None = None,
+    hooks: Hooks | None = None,
     language: Language = PYTHON,
 ) -> list[types.InlineCompletionItem]:
     """What to insert at character ``offset`` of ``text``: distinct, non-blank completions.
@@ -39,9 +39,9 @@ def inline_completions(
     run. An empty document, or a model that writes only nulls or blanks, gives no items.
     InputError for an offset outside the text, or for a text no file could hold (the editor's
     text becomes a document as for every action: :func:`lsp_server.actions.text_document`);
-    ``infill.errors.Cancelled`` if ``cancelled()`` turns true.
+    ``infill.errors.Cancelled`` if ``hooks.cancelled()`` turns true.
     """
-    from infill.engine.pipeline import Hooks, run
+    from infill.engine.pipeline import run
     from infill.modes.inline import InlineRequest  # torch: only when a completion runs
     from infill.options import InfillOptions
 
@@ -49,7 +49,7 @@ def inline_completions(
         return []
     document = text_document(text, language)
     request = InlineRequest(document, offset, options or InfillOptions(), alternatives)
-    completions = run(denoiser, request, Hooks(cancelled=cancelled))
+    completions = run(denoiser, request, hooks)
     position = offset_to_position(text, offset, encoding)
     cursor = types.Range(start=position, end=position)
     return [types.InlineCompletionItem(insert_text=inserted, range=cursor) for inserted in completions.texts]

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 import attrs
@@ -78,6 +79,9 @@ from lsp_server.positions import (
 from lsp_server.progress import StepProgress
 from lsp_server.settings import SECTION, Settings, parse_settings, section_of
 from lsp_server.transport import serve_stdio
+
+if TYPE_CHECKING:  # the engine (and torch) is imported only when a model job runs
+    from infill.engine.pipeline import Hooks
 
 logger = logging.getLogger("infill-lsp")
 
@@ -323,13 +327,15 @@ class InfillLanguageServer(LanguageServer):
     async def run_model_job(
         self,
         uri: str,
-        work: Callable[[Any, Any, Callable[[Any, Any], None] | None, Callable[[], bool]], T],
+        work: Callable[[Any, Any, Hooks], T],
         kind: str = RESOLVE,
         progress_title: str | None = None,
         key: str | None = None,
     ) -> T:
-        """Run ``work(backend, options, on_step, cancelled)`` in the worker thread as the job of
-        document ``uri``, superseding that document's previous job of the same ``kind`` and ``key``.
+        """Run ``work(backend, options, hooks)`` in the worker thread as the job of document
+        ``uri``, superseding that document's previous job of the same ``kind`` and ``key``. The
+        hooks (the pipeline's, infill.engine.pipeline.Hooks) check the job's cancellation and, with
+        a ``progress_title``, report each denoising step and each group of docstrings as progress.
 
         RequestCancelled if the job is superseded or its progress is cancelled; asyncio
         cancellation (``$/cancelRequest``) stops the sampler too; RequestFailed for bad input, a
@@ -338,7 +344,7 @@ class InfillLanguageServer(LanguageServer):
         job = self.jobs.start(uri, kind, key)
         progress = StepProgress(self, job.cancel)
         loop = asyncio.get_running_loop()
-        on_step = None
+        on_step = on_site = None
         if progress_title is not None:
 
             def on_step(canvas: Any, step: Any) -> None:  # in the worker thread
@@ -347,8 +353,6 @@ class InfillLanguageServer(LanguageServer):
 
             def on_site(done: int, total: int) -> None:  # in the worker thread
                 loop.call_soon_threadsafe(progress.report_site, done, total)
-
-            on_step.site = on_site  # type: ignore[attr-defined]  # read by docstring jobs
 
         outcome = "failed"
         try:
@@ -361,6 +365,9 @@ class InfillLanguageServer(LanguageServer):
             backend = await self.load_backend()
             options = self.settings.infill_options(backend)  # imports the engine: torch is loaded by now
             options = clamp_options(self, options, backend)
+            from infill.engine.pipeline import Hooks  # the engine: imported with the model by now
+
+            hooks = Hooks(on_step=on_step, cancelled=job.cancelled, on_progress=on_site)
             if job.cancelled():
                 raise Cancelled("cancelled before it started")
             timeout = self.settings.request_timeout
@@ -371,7 +378,7 @@ class InfillLanguageServer(LanguageServer):
                 if job.cancelled():
                     raise Cancelled("cancelled while it waited for the model")
                 job.start_clock(timeout)
-                return work(denoiser, options, on_step, job.cancelled)
+                return work(denoiser, options, hooks)
 
             before = kept_counts(denoiser)
             result = await loop.run_in_executor(self.model_executor, timed_work)
@@ -540,13 +547,12 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
         except InputError as error:
             raise JsonRpcInvalidParams(str(error)) from None
 
-    def work(backend, options, on_step, cancelled) -> tuple[Any, actions.Outcome]:
+    def work(backend, options, hooks: Hooks) -> tuple[Any, actions.Outcome]:
+        if data.mode != actions.DOCUMENT:  # progress counts docstrings; a fill's is its steps alone
+            hooks = dataclasses.replace(hooks, on_progress=None)
         if data.mode != actions.ALTERNATIVE:
-            on_site = getattr(on_step, "site", None)
-            outcome = actions.run_action(backend, text, data, options, on_step, cancelled, on_site, language)
-            return None, outcome
-        n = ls.settings.alternatives
-        found = sample_alternatives(backend, text, data, n, options, on_step, cancelled, language)
+            return None, actions.run_action(backend, text, data, options, hooks, language)
+        found = sample_alternatives(backend, text, data, ls.settings.alternatives, options, hooks, language)
         return found, found.outcome(0)
 
     started = time.perf_counter()
@@ -578,10 +584,10 @@ async def inline_completion(
     except PositionError as error:
         raise JsonRpcInvalidParams(f"{uri}: {error}") from None
 
-    def work(backend, options, on_step, cancelled) -> list[types.InlineCompletionItem]:
+    def work(backend, options, hooks: Hooks) -> list[types.InlineCompletionItem]:
         alternatives = ls.settings.alternatives
         return inline.inline_completions(
-            backend, text, offset, options, ls.position_encoding, alternatives, cancelled, language
+            backend, text, offset, options, ls.position_encoding, alternatives, hooks, language
         )
 
     items = await ls.run_model_job(uri, work, INLINE)

@@ -128,8 +128,8 @@ def offsets_to_range(text: str, start: int, end: int, encoding: str = UTF16) -> 
 
 
 def resolve(denoiser, text: str, data, options=None, encoding: str = UTF16, document_changes: bool = True,
-            on_step=None, cancelled=None, annotate: bool = False, language=PYTHON) -> types.WorkspaceEdit:
+            hooks=None, annotate: bool = False, language=PYTHON) -> types.WorkspaceEdit:
     """What the server's codeAction/resolve answers: `run_action`'s edits as a ``WorkspaceEdit``."""
-    outcome = run_action(denoiser, text, data, options, on_step, cancelled, language=language)
+    outcome = run_action(denoiser, text, data, options, hooks, language=language)
     return workspace_edit(data.uri, data.version, text, outcome, encoding, document_changes, annotate)
 

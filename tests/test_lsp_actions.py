@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from lsp_support import resolve
 
+from infill.engine.pipeline import Hooks
 from infill.errors import Cancelled, InputError
 from infill.modes.inline import SYNTAX_EDITS
 from infill.text.edits import TextEdit, apply_edits
@@ -142,7 +143,8 @@ def test_resolve_returns_a_versioned_edit_inside_the_span():
     start, end = offset_of("sum(values)"), offset_of("sum(values)") + len("sum(values)")
     data = ActionData(URI, 12, "selection", start, end)
     steps = []
-    edit = resolve(ConstantDenoiser(), SOURCE, data, on_step=lambda canvas, step: steps.append(step.index))
+    hooks = Hooks(on_step=lambda canvas, step: steps.append(step.index))
+    edit = resolve(ConstantDenoiser(), SOURCE, data, hooks=hooks)
     assert steps and steps[0] == 0
     [document_edit] = edit.document_changes
     assert document_edit.text_document.uri == URI and document_edit.text_document.version == 12
@@ -189,8 +191,10 @@ def test_resolve_stops_when_cancelled():
             ConstantDenoiser(),
             SOURCE,
             data,
-            on_step=lambda canvas, step: steps.append(step.index),
-            cancelled=lambda: len(steps) >= 1,  # the fake would converge in 2 steps
+            hooks=Hooks(
+                on_step=lambda canvas, step: steps.append(step.index),
+                cancelled=lambda: len(steps) >= 1,  # the fake would converge in 2 steps
+            ),
         )
     assert steps == [0]
 
@@ -309,10 +313,10 @@ def test_inline_alternatives_are_distinct_samples():
     assert len(items) == 1  # the fake always writes the same: duplicates are dropped
     runs = []
     cancelled = lambda: runs.append(1) and False  # noqa: E731 - counts sampler steps
-    inline_completions(ConstantDenoiser(), SOURCE, 10, hot, alternatives=3, cancelled=cancelled)
+    inline_completions(ConstantDenoiser(), SOURCE, 10, hot, alternatives=3, hooks=Hooks(cancelled=cancelled))
     steps_per_run = len(runs)
     runs.clear()
-    inline_completions(ConstantDenoiser(), SOURCE, 10, alternatives=3, cancelled=cancelled)
+    inline_completions(ConstantDenoiser(), SOURCE, 10, alternatives=3, hooks=Hooks(cancelled=cancelled))
     assert len(runs) * 3 == steps_per_run  # temperature 0: one run, not three
 
 

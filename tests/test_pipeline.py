@@ -13,7 +13,7 @@ import torch
 from samples import AREA_MODULE
 
 from infill.engine.decode import Decoder
-from infill.engine.pipeline import Hooks, Job, denoise, lay_out, mask, run
+from infill.engine.pipeline import Hooks, Job, denoise, in_window, lay_out, mask, run
 from infill.engine.repair import RepairPolicy, repair
 from infill.engine.results import SampleResult, SampleStats
 from infill.errors import Cancelled, InputError
@@ -60,20 +60,25 @@ def test_a_fix_plan_keeps_the_text_and_repairs_only_broken_spans_without_fresh_f
 
 def test_a_docstring_plan_puts_the_quotes_in_and_masks_between_them():
     sites = missing_docstrings(SOURCE)
-    [job] = DocstringRequest(document(), sites).plan(SimpleModel(context_length=4096))
-    assert len(job.spans) == len(sites) and job.budget == DOCSTRING_BUDGET
-    assert job.sampler.steps == MULTI_LINE_STEPS and job.repair.token_edits == 0
-    for span in job.spans:
+    model = SimpleModel(context_length=4096)
+    [job] = DocstringRequest(document(), sites).plan(model)
+    assert [(span.start, span.end) for span in job.spans] == [(site.start, site.end) for site in sites]
+    assert job.budget == DOCSTRING_BUDGET and job.sampler.steps == MULTI_LINE_STEPS
+    assert job.repair.token_edits == 0
+    staged = in_window(model, job).staged  # the window (here the whole file) with the quotes in place
+    assert len(staged.spans) == len(sites)
+    for span in staged.spans:
         assert span.start == span.end
-        assert job.document.text[span.start - 3 : span.start + 3] == '""' + '""""'[:4]
+        assert staged.document.text[span.start - 3 : span.start + 3] == '""' + '""""'[:4]
 
 
 def test_docstrings_of_a_long_file_are_planned_as_one_job_per_window():
     text = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(200))
     sites = missing_docstrings(text)
-    jobs = DocstringRequest(document(text), sites).plan(SimpleModel(context_length=128))
+    model = SimpleModel(context_length=128)
+    jobs = DocstringRequest(document(text), sites).plan(model)
     assert len(jobs) > 1 and sum(len(job.spans) for job in jobs) == len(sites)
-    assert all(len(job.document.text) < len(text) for job in jobs)  # each sees its window only
+    assert all(len(in_window(model, job).staged.document.text) < len(text) for job in jobs)  # its window only
 
 
 def test_an_alternatives_plan_samples_n_rows_at_a_temperature_and_an_inline_plan_one_job_a_seed():

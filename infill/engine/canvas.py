@@ -11,9 +11,14 @@ does not need with <null>, and nulls are dropped when the span is decoded. The d
 is 1.5x the tokens the span has now, plus 8 (at least 16, at most half the context); training
 pads spans with 0..max(8, n) nulls, so budgets in that range look familiar to the model.
 
-Files longer than the model's context: the canvas is cut to a window that holds every span of
-the request, and the remaining room is shared evenly between the context before the first span
-and after the last one (a side that runs out of file gives its share to the other side).
+Files longer than the model's context: two steps, each owning one thing. The pipeline's window
+step (infill.engine.pipeline.in_window) owns which *text* a job is built from: the piece of the
+file around its spans that the model can reach (infill.text.window), so that only that is
+tokenized. This module owns how many of its *tokens* the model gets: `window` cuts the canvas
+to the context, holding every span of the canvas, and shares the remaining room evenly between
+the context before the first span and after the last one (a side that runs out of text gives
+its share to the other side). The text window is generous, so this cut, the last guard, is
+what decides the tokens the model sees.
 
 Framing: the published models never see a prompt without their begin token (Dream family:
 `<|beginoftext|>`; LLaDA: `<|startoftext|>`), and DreamOn's prompts also end with end-of-text
@@ -125,7 +130,8 @@ def framed(canvas: Canvas, framing: Framing) -> Canvas:
 
 
 def window(canvas: Canvas, context_length: int) -> Canvas:
-    """Cut the canvas to at most `context_length` ids around its slots."""
+    """Cut the canvas to at most `context_length` ids around its slots (the token-level cut; the
+    text it was built from is already the job's window: see the module docstring)."""
     if len(canvas.ids) <= context_length:
         return canvas
     first = canvas.slots[0].start

@@ -1,8 +1,12 @@
 """One request, start to end: the stages every mode goes through.
 
-    plan     request.plan(denoiser) -> jobs: each a text, its spans, the rows to sample, the
+    plan     request.plan(denoiser) -> jobs: each the file, its spans, the rows to sample, the
              sampler's settings and the repair policy (the modes: infill.modes)
-    canvas   a job's spans laid out as token ids, in groups that fit the window (infill.engine.canvas)
+    window   the text of the file around a job's spans that the model can reach (infill.text.window):
+             the stages below run on that text alone (`in_window`); what they made of it is
+             moved back into the file's offsets before the mode's finish (`Windowed.to_file`)
+    canvas   a job's spans laid out as token ids, in groups that fit the model's context, cut to
+             it token by token (infill.engine.canvas)
     mask     the positions to denoise: every slot position, or the mode's choice (fix mode
              scores the canvas and picks the tokens the model doubts)
     denoise  the sampler (infill.engine.sampler)
@@ -10,7 +14,11 @@
     recall   a one-line fill may take a line of the document the model ranks higher (infill.engine.recall)
     decode   each slot's text (infill.engine.decode: one Decoder per canvas, which the repair and
              recall stages are handed to read the fills they judge)
-    edits    request.finish(...) -> the mode's result: its edits and what it has to say
+    edits    request.finish(...) -> the mode's result: its edits of the file and what it has to say
+
+Windowing is this module's, for every mode: a mode plans its jobs on the whole file and finishes
+on the whole file, and never sees a window; the CLI and the language server run a request the
+same way whatever the file's length.
 
 Progress (before each job), cancellation (before each job and each canvas; the sampler checks
 before each pass) and statistics are handled here, once for every mode: `RequestStats`, the
@@ -39,6 +47,7 @@ from infill.errors import Cancelled, InputError
 from infill.options import SamplerConfig
 from infill.text.document import Document
 from infill.text.spans import Span
+from infill.text.window import Window, window_around
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -53,6 +62,8 @@ __all__ = [
     "SampleStats",
     "Selection",
     "Step",
+    "Windowed",
+    "in_window",
     "jobs_of",
     "lay_out",
     "run",
@@ -110,10 +121,13 @@ class Selection:
 
 @dataclass
 class Job:
-    """One piece of a plan: the spans of one text, filled on one canvas or more."""
+    """One piece of a plan: spans of the file, filled on one canvas or more.
+
+    As a mode plans it, a job holds the whole file and its spans in the file's offsets; the
+    stages see it on its window (`in_window`: the same job, its document the window's text)."""
 
     document: Document
-    spans: list[Span]
+    spans: list[Span]  # sorted, not overlapping
     sampler: SamplerConfig
     repair: RepairPolicy
     budget: int | None = None  # masked positions per span; None: from the span's current length
@@ -125,14 +139,18 @@ class Job:
     recall: bool = False  # one-line fills may take a line of the document (fill mode, first inline sample)
     denoise: Callable[..., SampleResult] | None = None  # None: this engine's sampler (`denoise`);
     #   else the stage to run instead, with the same arguments (the authors' loops: infill.engine.authors.run)
+    layout: Callable[[Document, list[Span]], tuple[Document, list[Span]]] | None = None  # None: the
+    #   model fills the spans of the window's text; else the text it fills, made from the window's
+    #   document and the spans moved into it, with one span for each of them, in order (docstrings:
+    #   the quotes put in place, the empty span between them)
 
 
 @dataclass
 class Filled:
-    """What the stages made of one canvas of a job."""
+    """What the stages made of one canvas of a job, in the file's offsets (`Windowed.to_file`)."""
 
-    job: Job
-    canvas: Canvas
+    job: Job  # as planned: the whole file
+    canvas: Canvas  # its slots hold the job's spans, in the file's offsets
     selection: Selection
     sampled: SampleResult  # after the repair and recall stages
     texts: list[list[str]]  # [row][slot]: each slot's text
@@ -160,9 +178,10 @@ def run(denoiser: Denoiser, request: Request[R], hooks: Hooks | None = None) -> 
         if hooks.on_progress is not None:
             hooks.on_progress(done, total)
         check(hooks)  # before a job's text is tokenized...
-        for canvas in lay_out(denoiser, job):
+        windowed = in_window(denoiser, job)
+        for canvas in lay_out(denoiser, windowed.staged):
             check(hooks)  # ...and before each of its canvases is denoised
-            filled.append(fill_canvas(denoiser, job, canvas, hooks))
+            filled.append(windowed.to_file(fill_canvas(denoiser, windowed.staged, canvas, hooks)))
         done += len(job.spans)
     return request.finish(denoiser, filled, RequestStats.of([f.stats for f in filled]))
 
@@ -229,6 +248,40 @@ def jobs_of(filled: list[Filled]) -> list[Job]:
 
 
 # --------------------------------------------------------------------------- the stages
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """The window step's answer: a job as planned (the whole file) and as the stages see it."""
+
+    planned: Job
+    window: Window  # the characters of the file the stages see
+    staged: Job  # the job on the window's text (laid out by `Job.layout`), its spans in that text's offsets
+
+    def to_file(self, part: Filled) -> Filled:
+        """A canvas filled for the staged job as one of the planned job: its slots hold the
+        planned job's spans (the staged spans are theirs one for one, in order)."""
+        planned = dict(zip(self.staged.spans, self.planned.spans, strict=True))
+        slots = [replace(slot, span=planned[slot.span]) for slot in part.canvas.slots]
+        return replace(part, job=self.planned, canvas=replace(part.canvas, slots=slots))
+
+
+def in_window(denoiser: Denoiser, job: Job) -> Windowed:
+    """The window step: the job on the text of the file that its model can reach around its
+    spans (infill.text.window.window_around, for the job's context length), so that a request
+    costs what the model's window costs, not the file. Only that text is tokenized, parsed by
+    the repair stage's checks, and searched by recall; a file that is not much longer than the
+    window is its own window, and the job is the same job.
+
+    The canvas stage still cuts the canvas to the context token by token (infill.engine.canvas
+    `window`): this step owns which text the stages see, that cut only how many of its tokens.
+    """
+    context = job.context_length or denoiser.context_length
+    window = window_around(job.document.text, job.spans[0].start, job.spans[-1].end, context)
+    document, spans = window.document(job.document), [window.span(span) for span in job.spans]
+    if job.layout is not None:
+        document, spans = job.layout(document, spans)
+    return Windowed(job, window, replace(job, document=document, spans=spans, layout=None))
 
 
 def lay_out(denoiser: Denoiser, job: Job) -> list[Canvas]:

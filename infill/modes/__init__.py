@@ -9,7 +9,10 @@ it returns; `infill.engine.pipeline.run(denoiser, request)` runs any of them:
     alternatives  AlternativesRequest   n candidates for one span, ranked      -> list[Candidate]
     inline        InlineRequest         ghost text at the cursor               -> Completions
 
-A new mode: a module here with its request; the stages stay as they are.
+A mode plans its jobs on the whole file and finishes on the whole file: the pipeline stages each
+job on the window of the file the model can reach (infill.engine.pipeline.in_window) and hands
+the filled canvases back in the file's offsets. A new mode: a module here with its request; the
+stages stay as they are.
 """
 
 from infill.modes.alternatives import AlternativesRequest, Candidate

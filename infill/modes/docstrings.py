@@ -1,10 +1,12 @@
 """Document mode: write a docstring (in other languages: a documentation comment, in the
 language's convention, infill.text.doc_comments) for each function or class that lacks one.
 
-    plan:   the sites (infill.text.docstring_sites) near each other as one job on the window of the
-            file around them (infill.text.window: only that is tokenized and parsed, so a whole-file
-            job costs what its windows cost); in each window the quotes are put in place and
-            the model fills the empty span between them:
+    plan:   the sites (infill.text.docstring_sites) near each other as one job (a file the model
+            sees whole: one job), so that the pipeline stages each run of sites on the window of
+            the file around it (infill.engine.pipeline.in_window: only that is tokenized and
+            parsed, so a whole-file request costs what its windows cost); in each window the
+            quotes are put in place (`quotes_in_place`) and the model fills the empty span
+            between them:
 
                 def area(w, h):                      def area(w, h):
                     return w * h          canvas:        \"\"\"<mask x budget>\"\"\"
@@ -35,6 +37,7 @@ import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from infill.engine.canvas import Canvas
@@ -49,7 +52,7 @@ from infill.text.edits import TextEdit, apply_edits, minimal_edit
 from infill.text.languages import PYTHON, Language
 from infill.text.spans import Span
 from infill.text.syntax import has_syntax_error
-from infill.text.window import Window, fits_one_window, window_around
+from infill.text.window import fits_one_window
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -94,41 +97,24 @@ class DocstringRequest:
         # _keep_parsing mends a docstring's quotes: no token edits
         policy = RepairPolicy.of(options, token_edits=0)
         context = options.context_length or denoiser.context_length
-        # A file the model sees whole: one job. Else runs of nearby sites, each on its own window
-        # (not one job over the file: that would tokenize all of it, once per canvas tried).
+        # A file the model sees whole: one job. Else runs of nearby sites, a job each, so that each
+        # run is staged on the window around it (infill.engine.pipeline.in_window) and not all of
+        # them on one window as wide as the file (that would tokenize it all, once per canvas tried).
         groups = [sites] if fits_one_window(self.document.text, context) else _groups(sites, context)
-        jobs = []
-        for group in groups:
-            window = window_around(self.document.text, group[0].start, group[-1].end, context)
-            part = window.document(self.document)
-            moved = [
-                dataclasses.replace(s, start=s.start - window.start, end=s.end - window.start) for s in group
-            ]
-            layout, spans = insertion_layout(part, moved)
-            jobs.append(Job(layout, spans, sampler, policy, budget, options.context_length,
-                            context=_Group(window, part, group, moved)))  # fmt: skip
-        return jobs
+        return [
+            Job(self.document, [Span(s.start, s.end, f"documentation of {s.name}") for s in group],
+                sampler, policy, budget, options.context_length, context=group,
+                layout=partial(quotes_in_place, sites=group))
+            for group in groups
+        ]  # fmt: skip
 
     def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> DocstringResult:
         fills: list[DocstringFill] = []
         for job in jobs_of(filled):
-            group: _Group = job.context
+            sites: list[DocstringSite] = job.context
             written = [text for part in filled if part.job is job for text in part.texts[0]]
-            for site, here, text in zip(group.sites, group.moved, written, strict=True):
-                fill = _fill(group.part, here, text)
-                edit = None if fill.edit is None else group.window.edit(fill.edit)
-                fills.append(DocstringFill(site, fill.docstring, edit, fill.reason))
+            fills += [_fill(self.document, site, text) for site, text in zip(sites, written, strict=True)]
         return DocstringResult(_keep_parsing(self.document, fills), stats)
-
-
-@dataclass(frozen=True)
-class _Group:
-    """A job's sites: as found, and moved into its window (`part`)."""
-
-    window: Window
-    part: Document
-    sites: list[DocstringSite]
-    moved: list[DocstringSite]
 
 
 def add_docstrings(
@@ -147,6 +133,18 @@ def add_docstrings(
     """
     request = DocstringRequest(document, sites, options or InfillOptions())
     return run(denoiser, request, Hooks(on_step, cancelled, on_site))
+
+
+def quotes_in_place(
+    document: Document, spans: list[Span], sites: Sequence[DocstringSite]
+) -> tuple[Document, list[Span]]:
+    """A job's layout (infill.engine.pipeline.Job.layout): `document` (the job's window) with the
+    quotes of `sites` in place, `spans` being the sites' ranges in its offsets."""
+    moved = [
+        dataclasses.replace(site, start=span.start, end=span.end)
+        for site, span in zip(sites, spans, strict=True)
+    ]
+    return insertion_layout(document, moved)
 
 
 def insertion_layout(document: Document, sites: Sequence[DocstringSite]) -> tuple[Document, list[Span]]:

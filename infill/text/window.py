@@ -7,11 +7,15 @@ retries parse all of it: a one-line fill in a 20,000-line file cost several time
 :data:`CHARS_PER_TOKEN` characters per token of the half of the context each side of the spans
 gets, more than any tokenizer of code averages), widened to whole lines and, where one is near, to the start
 of a top-level definition on each side, so that a file that parses gives a window that parses
-(the syntax checks then judge the fill as in the whole file). The engine runs on
-:meth:`Window.document`; :meth:`Window.span` and :meth:`Window.edit` move offsets in and out.
+(the syntax checks then judge the fill as in the whole file).
 
-Text outside the window cannot change: the spans lie inside it and edits are moved back by the
-window's start, so a windowed fill's edits are the same kind of minimal edits of the file.
+The pipeline's window step (:func:`infill.engine.pipeline.in_window`) is the one caller that
+fills: it stages every mode's job on :meth:`Window.document`, its spans moved in by
+:meth:`Window.span`, and gives the mode back its own spans, in the file's offsets, when the
+stages are done. Text outside the window cannot change: the spans lie inside it, and a mode's
+edits are minimal edits of the file within its spans. (The language server's kept context,
+:mod:`infill.kept_context`, takes the same window around an offset to run a fill's first pass
+ahead of time.)
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import re
 from dataclasses import dataclass
 
 from infill.text.document import Document
-from infill.text.edits import TextEdit
 from infill.text.spans import Span
 
 CHARS_PER_TOKEN = 8
@@ -45,10 +48,6 @@ class Window:
     def span(self, span: Span) -> Span:
         """``span`` (file offsets) in the window's offsets."""
         return dataclasses.replace(span, start=span.start - self.start, end=span.end - self.start)
-
-    def edit(self, edit: TextEdit) -> TextEdit:
-        """An edit of the window's text as an edit of the file."""
-        return TextEdit(edit.start + self.start, edit.end + self.start, edit.new_text)
 
 
 def fits_one_window(text: str, context_tokens: int) -> bool:
