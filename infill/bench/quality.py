@@ -277,17 +277,17 @@ def run_quality(
     return results
 
 
-SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) does
-    "syntax_rounds": "retries of fills that break the file's syntax (0: none)",
-    "syntax_edits": "then parser-checked single-token edits of fills still broken (0: none)",
-    "syntax_restarts": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
+REPAIR_FLAGS = {  # InfillOptions field: what its flag (--retries, ...) does
+    "retries": "retries of fills that break the file's syntax (0: none)",
+    "token_edits": "then parser-checked single-token edits of fills still broken (0: none)",
+    "fresh_fills": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
     "pass_budget": "forward passes a fill and its repair steps take in all (0: no bound)",
 }
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
-    """The InfillOptions fields of the syntax flags, --no-recall's and --context-length's."""
-    options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
+    """The InfillOptions fields of the repair flags, --no-recall's and --context-length's."""
+    options = {name: getattr(args, name) for name in REPAIR_FLAGS}
     options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
     options["recall"] = getattr(args, "recall", True)
     options["context_length"] = getattr(args, "context_length", None)
