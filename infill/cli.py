@@ -257,7 +257,7 @@ def authors_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) 
                          "the shipped model has no authors' loop")  # fmt: skip
     return AuthorsSettings(order=args.order, steps=args.steps, temperature=args.temperature or 0.0,
                            top_p=args.top_p, top_k=args.top_k, block_length=args.block_length,
-                           initial_masks=args.expand_start, seed=args.seed)  # fmt: skip
+                           expand_start=args.expand_start, seed=args.seed)  # fmt: skip
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

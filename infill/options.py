@@ -102,20 +102,20 @@ class AuthorsSettings:
     top_p: float | None = None
     top_k: int | None = None
     block_length: int | None = None  # LLaDA: None: the whole hole is one block
-    initial_masks: int | None = None  # DreamOn: masks a hole starts with (its `min_gen_len`); None: 4
+    expand_start: int | None = None  # DreamOn: masks a hole starts with (its `min_gen_len`); None: 4
     seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.order is not None and self.order not in AUTHORS_ORDERS:
             raise InputError(f"order must be one of {', '.join(AUTHORS_ORDERS)} (got {self.order!r})")
         SamplerConfig(steps=self.steps, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                      block_length=self.block_length, expand_start=self.initial_masks or 4)  # fmt: skip
+                      block_length=self.block_length, expand_start=self.expand_start or 4)  # fmt: skip
 
     def check_family(self, family: str) -> None:
         """InputError for a setting this family's loop does not have."""
         if self.block_length is not None and family != "LLaDA":
             raise InputError(f"{family}'s published loop has no blocks (--block-length is LLaDA's)")
-        if self.initial_masks is not None and family != "DreamOn":
+        if self.expand_start is not None and family != "DreamOn":
             raise InputError(f"{family}'s published loop does not grow holes (--expand-start is DreamOn's)")
         self.order_for(family)
 
