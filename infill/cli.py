@@ -142,14 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "compute only the spans, on cached context (1: every pass exact)")
     sampler.add_argument("--temperature", type=float, default=None,
                          help="0 picks the most likely token (default; 0.8 with --alternatives)")
-    sampler.add_argument("--syntax-rounds", type=int, default=InfillOptions.syntax_rounds, metavar="N",
+    sampler.add_argument("--retries", type=int, default=InfillOptions.retries, metavar="N",
                          help="when a fill breaks the file's syntax, re-mask the tokens the syntax errors "
                          "touch and denoise them again, up to N times (0: never; default %(default)s)")
-    sampler.add_argument("--syntax-edits", type=int, default=InfillOptions.syntax_edits, metavar="N",
+    sampler.add_argument("--token-edits", type=int, default=InfillOptions.token_edits, metavar="N",
                          help="then try single-token edits of a fill that still breaks the syntax, each "
                          "checked by the parser, and keep up to N that mend it (0: never; default "
                          "%(default)s)")
-    sampler.add_argument("--syntax-restarts", type=int, default=InfillOptions.syntax_restarts, metavar="N",
+    sampler.add_argument("--fresh-fills", type=int, default=InfillOptions.fresh_fills, metavar="N",
                          help="then fill a span of several lines that still breaks the syntax afresh (with "
                          "its own retries and edits) up to N times, keeping the fill with fewest syntax "
                          "errors (0: never; default %(default)s)")
@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "fresh fills) take in all (bounds the time a broken fill takes; 0: no bound; "
                          f"default {InfillOptions.pass_budget}, {PUBLISHED_PASS_BUDGET} with a published "
                          "model)")
+    add_renamed_flags(sampler)
     sampler.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                          help="a wall-clock deadline for the model's work: past it a fill ends at its next "
                          "pass and skips the repair and recall stages (the best fill so far); under "
@@ -196,6 +197,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RENAMED_FLAGS = {  # old name: the flag's name now, that of its setting in every layer (issue 30)
+    "--syntax-rounds": "--retries",
+    "--syntax-edits": "--token-edits",
+    "--syntax-restarts": "--fresh-fills",
+}
+
+
+class RenamedFlag(argparse.Action):
+    """An old name of a flag: still works, says on stderr which flag to use instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        new = RENAMED_FLAGS[option_string]
+        print(f"{parser.prog}: warning: {option_string} is deprecated, use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed_flags(group) -> None:
+    """The old flags, hidden from --help, each setting its new flag's value. Added after the new
+    flags, and with no default of their own, so that `parser.get_default` still reads the new
+    flag's default (argparse answers with the first action of a dest)."""
+    for old, new in RENAMED_FLAGS.items():
+        group.add_argument(old, dest=new[2:].replace("-", "_"), type=int, action=RenamedFlag,
+                           default=argparse.SUPPRESS, help=argparse.SUPPRESS)  # fmt: skip
+
+
 def parse_spans(text: str, args: argparse.Namespace, required: bool = True,
                 language: Language = PYTHON) -> list[Span]:  # fmt: skip
     spans = [parse_lines(text, spec) for spec in args.lines]
@@ -211,8 +237,8 @@ def explicit_sampler_fields(args: argparse.Namespace) -> set[str]:
     return {name for name in TUNABLE if getattr(args, name, None) is not None}
 
 
-ENGINE_ONLY = ("length", "commit_threshold", "remask_threshold", "cache_refresh", "syntax_rounds",
-               "syntax_edits", "syntax_restarts", "pass_budget", "recall")  # fmt: skip
+ENGINE_ONLY = ("length", "commit_threshold", "remask_threshold", "cache_refresh", "retries",
+               "token_edits", "fresh_fills", "pass_budget", "recall")  # fmt: skip
 
 
 def authors_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> AuthorsSettings:
@@ -231,7 +257,7 @@ def authors_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) 
                          "the shipped model has no authors' loop")  # fmt: skip
     return AuthorsSettings(order=args.order, steps=args.steps, temperature=args.temperature or 0.0,
                            top_p=args.top_p, top_k=args.top_k, block_length=args.block_length,
-                           initial_masks=args.expand_start, seed=args.seed)  # fmt: skip
+                           expand_start=args.expand_start, seed=args.seed)  # fmt: skip
 
 
 def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -258,9 +284,9 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         ),
         budget=args.budget,
         context_length=args.context_length,
-        syntax_rounds=args.syntax_rounds,
-        syntax_edits=args.syntax_edits,
-        syntax_restarts=args.syntax_restarts,
+        retries=args.retries,
+        token_edits=args.token_edits,
+        fresh_fills=args.fresh_fills,
         pass_budget=InfillOptions.pass_budget if args.pass_budget is None else args.pass_budget or None,
         recall=args.recall,
         protocol=args.protocol,

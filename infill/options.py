@@ -102,20 +102,20 @@ class AuthorsSettings:
     top_p: float | None = None
     top_k: int | None = None
     block_length: int | None = None  # LLaDA: None: the whole hole is one block
-    initial_masks: int | None = None  # DreamOn: masks a hole starts with (its `min_gen_len`); None: 4
+    expand_start: int | None = None  # DreamOn: masks a hole starts with (its `min_gen_len`); None: 4
     seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.order is not None and self.order not in AUTHORS_ORDERS:
             raise InputError(f"order must be one of {', '.join(AUTHORS_ORDERS)} (got {self.order!r})")
         SamplerConfig(steps=self.steps, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                      block_length=self.block_length, expand_start=self.initial_masks or 4)  # fmt: skip
+                      block_length=self.block_length, expand_start=self.expand_start or 4)  # fmt: skip
 
     def check_family(self, family: str) -> None:
         """InputError for a setting this family's loop does not have."""
         if self.block_length is not None and family != "LLaDA":
             raise InputError(f"{family}'s published loop has no blocks (--block-length is LLaDA's)")
-        if self.initial_masks is not None and family != "DreamOn":
+        if self.expand_start is not None and family != "DreamOn":
             raise InputError(f"{family}'s published loop does not grow holes (--expand-start is DreamOn's)")
         self.order_for(family)
 
@@ -133,9 +133,9 @@ class InfillOptions:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     budget: int | None = None  # masked positions per span; None: from the span's current length
     context_length: int | None = None  # None: the model's own
-    syntax_rounds: int = 4  # retries of fills that break a file that parsed (infill.engine.repair.retries)
-    syntax_edits: int = 6  # then single-token edits, each checked by the parser (engine.repair.token_edits)
-    syntax_restarts: int = 4  # then fresh fills, each with its own retries and edits (infill.engine.repair.
+    retries: int = 4  # retries of fills that break a file that parsed (infill.engine.repair.retries)
+    token_edits: int = 6  # then single-token edits, each checked by the parser (engine.repair.token_edits)
+    fresh_fills: int = 4  # then fresh fills, each with its own retries and edits (infill.engine.repair.
     #   fresh_fills), of spans of several lines only (single lines parse as often without them)
     pass_budget: int | None = 400  # the repair stage stops once a canvas has had this many forward
     #   passes in all (its retries, edits and fresh fills; bounds a broken fill's time: about 11 s
@@ -152,7 +152,7 @@ class InfillOptions:
             raise InputError(f"budget must be at least 1 (got {self.budget})")
         if self.context_length is not None and self.context_length < 8:
             raise InputError(f"context_length must be at least 8 (got {self.context_length})")
-        for name in ("syntax_rounds", "syntax_edits", "syntax_restarts"):
+        for name in ("retries", "token_edits", "fresh_fills"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must be 0 or more (got {getattr(self, name)})")
         if self.pass_budget is not None and self.pass_budget < 1:
@@ -169,9 +169,9 @@ class FixOptions:
     scoring_rows: int = 8  # a model scored with each token masked: canvases per forward pass
     #   (infill.modes.fix.score_tokens; 8: a 7B model's pass over 2,048 tokens takes ~3 GiB more)
     context_length: int | None = None  # None: the model's own
-    syntax_rounds: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
-    syntax_edits: int = 6  # then parser-checked single-token edits (infill.engine.repair.token_edits)
-    #   (no fresh fills, InfillOptions.syntax_restarts: a fix keeps the code it does not flag)
+    retries: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
+    token_edits: int = 6  # then parser-checked single-token edits (infill.engine.repair.token_edits)
+    #   (no fresh fills, InfillOptions.fresh_fills: a fix keeps the code it does not flag)
 
     def __post_init__(self) -> None:
         for name in ("threshold", "max_fraction"):
@@ -183,8 +183,8 @@ class FixOptions:
             raise InputError(f"scoring_rows must be at least 1 (got {self.scoring_rows})")
         InfillOptions(  # validates the options both have
             context_length=self.context_length,
-            syntax_rounds=self.syntax_rounds,
-            syntax_edits=self.syntax_edits,
+            retries=self.retries,
+            token_edits=self.token_edits,
         )
 
     @classmethod
@@ -194,7 +194,7 @@ class FixOptions:
         return cls(
             options.sampler,
             context_length=options.context_length,
-            syntax_rounds=options.syntax_rounds,
-            syntax_edits=options.syntax_edits,
+            retries=options.retries,
+            token_edits=options.token_edits,
             **overrides,
         )

@@ -77,7 +77,7 @@ from lsp_server.positions import (
     range_to_offsets,
 )
 from lsp_server.progress import StepProgress
-from lsp_server.settings import SECTION, Settings, parse_settings, section_of
+from lsp_server.settings import SECTION, Settings, parse_settings, renamed_notices, section_of
 from lsp_server.transport import serve_stdio
 
 if TYPE_CHECKING:  # the engine (and torch) is imported only when a model job runs
@@ -217,6 +217,7 @@ class InfillLanguageServer(LanguageServer):
         """The initial settings overridden by ``options`` (the client's ``infill`` section)."""
         settings, warnings = parse_settings(options, self.initial_settings, source)
         self.show_warnings(warnings)
+        self.show_once(renamed_notices(options), types.MessageType.Warning)
         if settings != self.settings:
             logger.info("settings: %s", settings)
             self.settings = settings
@@ -244,11 +245,12 @@ class InfillLanguageServer(LanguageServer):
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=warning))
 
     def show_once(self, messages: list[str], kind: types.MessageType) -> None:
-        """Show each message the first time only (this session)."""
+        """Show each message the first time only (this session); log it at its kind's level."""
+        level = logging.WARNING if kind == types.MessageType.Warning else logging.INFO
         for message in messages:
             if message not in self.shown_warnings:
                 self.shown_warnings.add(message)
-                logger.info("%s", message)
+                logger.log(level, "%s", message)
                 self.window_show_message(types.ShowMessageParams(type=kind, message=f"infill: {message}"))
 
     # ------------------------------------------------------------------ model
@@ -450,6 +452,7 @@ def initialize(ls: InfillLanguageServer, params: types.InitializeParams) -> None
     ls.initial_settings, warnings = parse_settings(params.initialization_options)
     ls.settings = ls.initial_settings
     ls.show_warnings(warnings)
+    ls.show_once(renamed_notices(params.initialization_options), types.MessageType.Warning)
     # serverInfo names the model the settings point at (read from its directory, not loaded)
     card = model_card(ls.settings.model_path)
     version = f"{__version__}; model: {card.summary()}"

@@ -20,14 +20,16 @@ section of the client's configuration (``workspace/configuration``,
      "alternatives": 3,                    # candidates of "fill selection (N alternatives)",
                                            # and inline completions (when temperature > 0)
      "contextLength": 256,                 # context window (canvas length); default: the model's
-     "syntaxRounds": 4,                    # retries of a fill that breaks a file that parsed
-     "syntaxEdits": 6,                     # then parser-checked single-token edits
-     "syntaxRestarts": 4,                  # then fresh fills of a multi-line fill still broken...
+     "retries": 4,                         # retries of a fill that breaks a file that parsed
+     "tokenEdits": 6,                      # then parser-checked single-token edits
+     "freshFills": 4,                      # then fresh fills of a multi-line fill still broken...
      "protocol": "engine",                 # "authors": fill actions run a published model's own
                                            #   loop, token for token (infill.engine.authors: steps and
                                            #   temperature apply, nothing else of the engine's)
      "passBudget": 400,                    # forward passes a fill and its repairs take in all
                                            #   (0: no bound; default 400, 48 for a published model)
+     "recall": true,                       # a one-line fill may take a line of the file that the
+                                           #   model ranks higher (infill.engine.recall)
      "threads": 2,                         # CPU threads for torch; default: torch's choice
      "requestTimeout": 300,                # seconds of model time a request may take (0: no
                                            # bound); past it the job stops with an error
@@ -40,6 +42,12 @@ section of the client's configuration (``workspace/configuration``,
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
 keeps its ``initializationOptions`` value. A value of the wrong type is ignored with a warning
 (the server keeps the value it had); unknown keys are ignored too.
+
+One setting, one name: each key is the camelCase of its field in infill.options (InfillOptions,
+or its SamplerConfig) and of its ``infill`` flag: ``tokenEdits``, ``InfillOptions.token_edits``,
+``--token-edits``; the VS Code setting is ``infill.tokenEdits``. The keys that name no such field
+are the server's own (SERVER_ONLY). A key's old name (RENAMED) is still read where the new one is
+not set, and the server says once which name to use (``renamed_notices``).
 """
 
 from __future__ import annotations
@@ -72,9 +80,9 @@ class Settings:
     context_length: int | None = None
     threads: int | None = None
     alternatives: int = 3  # 1: no "fill selection (N alternatives)" action
-    syntax_rounds: int | None = None
-    syntax_edits: int | None = None
-    syntax_restarts: int | None = None
+    retries: int | None = None
+    token_edits: int | None = None
+    fresh_fills: int | None = None
     pass_budget: int | None = None
     recall: bool = True  # one-line fills may take a line of the file (infill.engine.recall)
     protocol: str = "engine"  # "authors": fill actions run the model family's published loop
@@ -102,12 +110,9 @@ class Settings:
         if self.temperature is not None:
             sampler.temperature = self.temperature
         options = InfillOptions(sampler=sampler, context_length=self.context_length)
-        if self.syntax_rounds is not None:
-            options.syntax_rounds = self.syntax_rounds
-        if self.syntax_edits is not None:
-            options.syntax_edits = self.syntax_edits
-        if self.syntax_restarts is not None:
-            options.syntax_restarts = self.syntax_restarts
+        for name in ("retries", "token_edits", "fresh_fills"):
+            if getattr(self, name) is not None:
+                setattr(options, name, getattr(self, name))
         if self.pass_budget is not None:
             options.pass_budget = self.pass_budget or None  # 0: no bound
         elif denoiser is not None:
@@ -139,9 +144,9 @@ _KEYS = {
     "alternatives": ("alternatives", lambda v: _is_int(v) and 1 <= v <= 16, "an integer from 1 to 16"),
     "contextLength": ("context_length", lambda v: _is_int(v) and v >= 8, "an integer >= 8"),
     "threads": ("threads", lambda v: _is_int(v) and v >= 1, "a positive integer"),
-    "syntaxRounds": ("syntax_rounds", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "syntaxEdits": ("syntax_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-    "syntaxRestarts": ("syntax_restarts", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "retries": ("retries", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "tokenEdits": ("token_edits", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "freshFills": ("fresh_fills", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "passBudget": ("pass_budget", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "protocol": ("protocol", lambda v: v in ("engine", "authors"), '"engine" or "authors"'),
     "recall": ("recall", lambda v: isinstance(v, bool), "true or false"),
@@ -159,6 +164,16 @@ _KEYS = {
                   f"a list of language names ({', '.join(NAMES)})"),
 }  # fmt: skip
 
+RENAMED = {  # a key's old name: its name now (issue 30: one name per setting, in every layer)
+    "syntaxRounds": "retries",
+    "syntaxEdits": "tokenEdits",
+    "syntaxRestarts": "freshFills",
+}
+SERVER_ONLY = {  # the keys that name no field of infill.options: how the server loads and serves the model
+    "modelPath", "device", "dtype", "trustRemoteCode", "quantize", "threads", "alternatives",
+    "requestTimeout", "idleRefresh", "languages",
+}  # fmt: skip
+
 
 def parse_settings(
     options: Any, base: Settings | None = None, source: str = "initializationOptions"
@@ -173,7 +188,7 @@ def parse_settings(
     values: dict[str, Any] = {}
     warnings = []
     for key, (field, check, expected) in _KEYS.items():
-        value = options.get(key)
+        name, value = _given(options, key)
         if value is None:
             continue
         if check(value):
@@ -185,8 +200,31 @@ def parse_settings(
             if field == "languages":
                 values[field] = _language_names(value)
         else:
-            warnings.append(f"{source}.{key} should be {expected}, got {value!r}: ignored")
+            warnings.append(f"{source}.{name} should be {expected}, got {value!r}: ignored")
     return dataclasses.replace(base, **values), warnings
+
+
+def _given(options: Mapping, key: str) -> tuple[str, Any]:
+    """The value set for ``key`` in ``options`` (None: unset), and the name it was set under: the
+    key, else its old name (RENAMED) if that one is set."""
+    if options.get(key) is None:
+        for old, new in RENAMED.items():
+            if new == key and options.get(old) is not None:
+                return old, options[old]
+    return key, options.get(key)
+
+
+def renamed_notices(options: Any) -> list[str]:
+    """What to tell the user of each old key set in ``options``: its new name. One text per old
+    key, whatever else is set, so that the server's show_once says it once a session."""
+    if not isinstance(options, Mapping):
+        return []
+    return [
+        f"the setting {SECTION}.{old} is deprecated: use {SECTION}.{new} (the old name is read only "
+        "where the new one is not set)"
+        for old, new in RENAMED.items()
+        if options.get(old) is not None
+    ]
 
 
 def section_of(settings: Any) -> Any:
@@ -195,7 +233,7 @@ def section_of(settings: Any) -> Any:
     if isinstance(settings, Mapping):
         if SECTION in settings:
             return settings[SECTION]
-        if any(key in settings for key in _KEYS):
+        if any(key in settings for key in (*_KEYS, *RENAMED)):
             return settings
     return None
 

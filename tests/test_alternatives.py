@@ -82,7 +82,7 @@ def test_a_candidate_that_breaks_the_syntax_ranks_after_those_that_keep_it(make_
     document = document_from_bytes(text.encode())
     span = line_span(text, 5, 5)
     broken, kept = "    return (width * height", "    return width + height"
-    options = InfillOptions(SamplerConfig(steps=8, seed=0), syntax_edits=0)  # (an edit would mend it)
+    options = InfillOptions(SamplerConfig(steps=8, seed=0), token_edits=0)  # (an edit would mend it)
     oracle = batch_oracle(make_oracle, text, span, [broken, kept], [0.9999, 0.999], options)
 
     candidates = alternatives(oracle, document, span, 2, options)
@@ -133,7 +133,7 @@ def test_a_span_past_the_end_is_an_input_error(make_oracle):
 def test_the_tiny_random_model_gives_distinct_seeded_candidates_in_one_batch(tiny_backend):
     document = document_from_bytes(SOURCE.encode())
     span = line_span(SOURCE, 7, 8)
-    options = InfillOptions(SamplerConfig(steps=5, seed=7), syntax_edits=0)  # (edits go row by row)
+    options = InfillOptions(SamplerConfig(steps=5, seed=7), token_edits=0)  # (edits go row by row)
     recorder = ShapeRecorder(tiny_backend)
 
     candidates = alternatives(recorder, document, span, 6, options)

@@ -364,7 +364,8 @@ def test_the_schedule_commits_nothing_first_and_two_last(folders, tmp_path, caps
 @pytest.mark.parametrize("flags,message", [
     ([], "needs a published model"),
     (["--fix"], "--fix"),
-    (["--syntax-rounds", "2"], "--syntax-rounds"),
+    (["--retries", "2"], "--retries"),
+    (["--syntax-rounds", "2"], "--retries"),  # an old name: the error names the flag by its name now
     (["--commit-threshold", "0.5"], "--commit-threshold"),
     (["--order", "p2"], "no order 'p2'"),
     (["--block-length", "2"], "no blocks"),

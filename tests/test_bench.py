@@ -170,7 +170,7 @@ def test_similarity_and_parses_on_hand_made_fills():
 def test_summary_averages_per_kind():
     def score(kind, exact, similarity, parses, passed, steps, rounds=0, edits=0, restarts=0):
         return Score(kind, "p", 0, 1, "x", "y", exact, similarity, parses, passed, steps, ms=10.0 * steps,
-                     syntax_rounds=rounds, syntax_edits=edits, syntax_restarts=restarts,
+                     retries=rounds, token_edits=edits, fresh_fills=restarts,
                      passes=steps + rounds)  # fmt: skip
 
     table = summarize([
@@ -289,16 +289,16 @@ def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
         elif task["kind"] == "fix":  # the original line, where a corrupted one was given
             start, expected = task["start"], task["expected"]
             assert expected == SOURCE[start : start + len(expected)] and task["passed"] is None
-            assert 0 <= task["steps"] <= 4 * (1 + task["syntax_rounds"])  # 0: the repair flagged nothing
+            assert 0 <= task["steps"] <= 4 * (1 + task["retries"])  # 0: the repair flagged nothing
             continue
         else:
             assert task["expected"] == SOURCE[task["start"] : task["end"]] and task["passed"] is None
-        runs = 1 + task["syntax_restarts"] + task["syntax_rounds"]  # fill, fresh fills, retries
+        runs = 1 + task["fresh_fills"] + task["retries"]  # fill, fresh fills, retries
         assert 1 <= task["steps"] <= 4 * runs  # 4 passes each at most
     assert set(results["step_curve"]) == set(bench_tasks.KINDS)
     assert all(set(rows) == {"1", "2"} for rows in results["step_curve"].values())
-    restarts = InfillOptions.syntax_restarts  # at cap 1 a fill, a retry and a fresh fill are one pass
-    runs = (1 + restarts) * (1 + InfillOptions.syntax_rounds)
+    restarts = InfillOptions.fresh_fills  # at cap 1 a fill, a retry and a fresh fill are one pass
+    runs = (1 + restarts) * (1 + InfillOptions.retries)
     assert all(row["tasks"] == 1 and row["mean_steps"] <= runs for row in
                (rows["1"] for rows in results["step_curve"].values()))  # fmt: skip
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -380,6 +380,21 @@ def test_shapes_takes_a_window_and_refuses_a_bad_pass_count(tmp_path, capsys):
     assert "pass counts must be at least 1" in capsys.readouterr().err
 
 
+def test_the_repair_flags_have_the_cli_names_and_the_old_ones_still_work(capsys):
+    parser = bench_cli.build_parser()
+    args = parser.parse_args(["quality", "--retries", "1", "--token-edits", "2", "--fresh-fills", "3"])
+    assert bench_quality.engine_options(args) == {
+        "retries": 1, "token_edits": 2, "fresh_fills": 3, "pass_budget": InfillOptions.pass_budget,
+        "recall": True, "context_length": None,
+    }  # fmt: skip
+    assert capsys.readouterr().err == ""
+    old = parser.parse_args(
+        ["quality", "--syntax-rounds", "1", "--syntax-edits", "2", "--syntax-restarts", "3"]
+    )
+    assert bench_quality.engine_options(old) == bench_quality.engine_options(args)
+    assert "infill-bench: warning: --syntax-rounds is deprecated, use --retries" in capsys.readouterr().err
+
+
 def test_drift_fills_each_line_three_ways_after_an_earlier_fill(tiny_backend, monkeypatch, tmp_path, capsys):
     from infill.bench.drift import VARIANTS
 
@@ -388,7 +403,7 @@ def test_drift_fills_each_line_three_ways_after_an_earlier_fill(tiny_backend, mo
     monkeypatch.setattr(bench_cli, "load_backend", lambda *args, **kwargs: tiny_backend)
     monkeypatch.setattr(bench_cli, "heldout_sources", lambda: [("sample.py", source)])
     out = tmp_path / "drift.json"
-    argv = ["drift", "--tasks", "3", "--steps", "4", "--syntax-rounds", "0", "--json", str(out)]
+    argv = ["drift", "--tasks", "3", "--steps", "4", "--retries", "0", "--json", str(out)]
     assert bench.main(argv) == 0
 
     results = json.loads(out.read_text())

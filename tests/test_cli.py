@@ -11,7 +11,7 @@ import pytest
 from samples import COUNTER_MODULE, LEAKS
 from unidiff import PatchSet
 
-from infill.cli import EXIT_INPUT, main
+from infill.cli import EXIT_INPUT, build_parser, main
 from infill.engine.repair.retries import RETRY_STEPS
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.options import InfillOptions
@@ -100,7 +100,7 @@ def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
         assert body_start <= edit["start"] <= edit["end"] <= body_end
     stats = report["stats"]  # the cap is per denoising run, a syntax retry's too (at most RETRY_STEPS)
     runs = 1 + stats["fresh_fills"]  # the fill and its fresh fills, each with retries and edits
-    edit_passes = (InfillOptions.syntax_edits + 1) * runs if stats["retries"] else 0
+    edit_passes = (InfillOptions.token_edits + 1) * runs if stats["retries"] else 0
     retry_passes = min(12, RETRY_STEPS) * stats["retries"]
     assert stats["forward_passes"] <= 12 * runs + retry_passes + edit_passes
     assert "--- step 1:" in done.stderr
@@ -136,6 +136,53 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path, capsys, content, arg
     err = capsys.readouterr().err
     assert err.startswith("infill: error:") and message.lower() in err.lower()
     assert path.read_bytes() == content and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+
+# The repair flags have their options' names (--retries: InfillOptions.retries); the old names
+# still work, hidden from --help, and say which flag to use.
+RENAMED = {
+    "--syntax-rounds": "--retries",
+    "--syntax-edits": "--token-edits",
+    "--syntax-restarts": "--fresh-fills",
+}
+
+
+def test_the_repair_flags_are_named_after_their_options_and_the_old_names_are_hidden():
+    args = build_parser().parse_args(["f.py", "--retries", "1", "--token-edits", "2", "--fresh-fills", "3",
+                                      "--pass-budget", "5"])  # fmt: skip
+    assert (args.retries, args.token_edits, args.fresh_fills, args.pass_budget) == (1, 2, 3, 5)
+    defaults = build_parser().parse_args(["f.py"])
+    options = InfillOptions()
+    assert (defaults.retries, defaults.token_edits, defaults.fresh_fills) == (
+        options.retries, options.token_edits, options.fresh_fills)  # fmt: skip
+    usage = build_parser().format_help()
+    assert all(new in usage and old not in usage for old, new in RENAMED.items())
+
+
+def test_the_old_repair_flags_still_work_and_warn(tmp_path: Path, capsys):
+    path = tmp_path / "sample.py"
+    path.write_text(SOURCE)
+    common = [str(path), "--lines", "11-12", "--json", "--steps", "4"]
+    assert main([*common, "--retries", "1", "--token-edits", "0", "--fresh-fills", "2"]) == 0
+    new = capsys.readouterr()
+    assert main([*common, "--syntax-rounds", "1", "--syntax-edits", "0", "--syntax-restarts", "2"]) == 0
+    old = capsys.readouterr()
+    new_report, old_report = json.loads(new.out), json.loads(old.out)
+    for report in (new_report, old_report):
+        report["stats"].pop("seconds"), report["stats"].pop("repair_seconds", None)
+    assert old_report == new_report  # the same fill
+    assert "deprecated" not in new.err
+    for old_flag, new_flag in RENAMED.items():
+        assert f"infill: warning: {old_flag} is deprecated, use {new_flag}" in old.err
+
+
+def test_an_old_flag_with_a_bad_value_is_refused_under_its_new_name(tmp_path: Path, capsys):
+    path = tmp_path / "sample.py"
+    path.write_text(SOURCE)
+    assert main([str(path), "--lines", "3-6", "--syntax-edits", "-1"]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "--syntax-edits is deprecated, use --token-edits" in err
+    assert "infill: error: token_edits must be 0 or more (got -1)" in err
 
 
 def test_missing_file_is_bad_input(tmp_path, capsys):

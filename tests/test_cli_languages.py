@@ -14,7 +14,7 @@ from infill.cli import EXIT_INPUT, main
 from infill.text.languages import named
 from infill.text.spans import line_span
 
-NO_REPAIR = ("--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0")  # time, not behaviour
+NO_REPAIR = ("--retries", "0", "--token-edits", "0", "--fresh-fills", "0")  # time, not behaviour
 
 
 def fill_and_check(tmp_path, capsys, name: str, data_of=lambda text: text.encode(), *extra: str) -> str:
@@ -67,7 +67,7 @@ def test_node_selectors_and_json_through_the_cli(tmp_path, capsys):
     file_name, source, chosen = SAMPLES["typescript"]
     path = tmp_path / file_name
     path.write_text(source)
-    assert main([str(path), "--node", "body:total", "--json", "--steps", "4", "--syntax-restarts", "0"]) == 0
+    assert main([str(path), "--node", "body:total", "--json", "--steps", "4", "--fresh-fills", "0"]) == 0
     report = json.loads(capsys.readouterr().out)
     start = source.index(chosen["body:total"])
     end = start + len(chosen["body:total"])

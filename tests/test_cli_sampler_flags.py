@@ -11,7 +11,7 @@ import pytest
 from infill.cli import EXIT_INPUT, EXIT_OK, main
 
 SOURCE = "def add(a, b):\n    total = a + b\n    return total\n\n\nprint(add(1, 2))\n"
-QUICK = ["--steps", "4", "--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0"]
+QUICK = ["--steps", "4", "--retries", "0", "--token-edits", "0", "--fresh-fills", "0"]
 
 
 @pytest.mark.parametrize("order", ["entropy", "maskgit_plus", "topk_margin", "low_confidence"])

@@ -22,7 +22,7 @@ from infill.text.spans import Span, line_span, validate_spans
 
 SOURCE = AREA_MODULE
 
-NO_SYNTAX_HELP = {"syntax_rounds": 0, "syntax_edits": 0, "syntax_restarts": 0}  # the sampler alone
+NO_SYNTAX_HELP = {"retries": 0, "token_edits": 0, "fresh_fills": 0}  # the sampler alone
 LONG_SOURCE = "".join(f"v{i} = {i}\n" for i in range(120))
 
 
@@ -235,10 +235,10 @@ def test_the_tiny_random_model_fills_spans_end_to_end(tiny_backend):
     stats = result.stats
     assert stats.tokens == sum(budgets)
     runs = 1 + stats.fresh_fills  # the fill and its fresh fills, each with retries and token edits
-    assert stats.fresh_fills <= options.syntax_restarts
+    assert stats.fresh_fills <= options.fresh_fills
     assert 1 <= stats.steps <= 6 * (runs + stats.retries)  # retries: 6 or less
-    assert stats.steps <= stats.forward_passes <= stats.steps + (options.syntax_edits + 1) * runs
-    assert stats.retries <= options.syntax_rounds * runs
+    assert stats.steps <= stats.forward_passes <= stats.steps + (options.token_edits + 1) * runs
+    assert stats.retries <= options.retries * runs
     assert stats.seconds > 0
     assert stats.revisions >= 0
 

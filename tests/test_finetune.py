@@ -119,7 +119,7 @@ def test_finetune_lowers_the_held_out_loss_and_leaves_a_model_the_cli_runs(tmp_p
     target = source / result["heldout_files"][0]
     original_text = target.read_text()
     command = [sys.executable, "-m", "infill.cli", str(target), "--lines", "6", "--model", str(out), "--json",
-               "--steps", "4", "--syntax-rounds", "0", "--syntax-restarts", "0"]  # fmt: skip
+               "--steps", "4", "--retries", "0", "--fresh-fills", "0"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "edits" in json.loads(done.stdout) and target.read_text() == original_text

@@ -252,11 +252,11 @@ def test_a_span_that_still_does_not_parse_gets_syntax_retries(make_oracle):
     blind = FixOptions(threshold=0.0)  # flags nothing: only the parser sees the problem
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
-    unmended = fix(oracle, document, [span], FixOptions(threshold=0.0, syntax_rounds=0, syntax_edits=0))
+    unmended = fix(oracle, document, [span], FixOptions(threshold=0.0, retries=0, token_edits=0))
     assert unmended.edits == [] and oracle.calls == 1
 
     oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
-    edited = fix(oracle, document, [span], FixOptions(threshold=0.0, syntax_rounds=0))
+    edited = fix(oracle, document, [span], FixOptions(threshold=0.0, retries=0))
     assert apply_edits(broken, edited.edits) == CORRECT  # one token edit, the parser's check: ")" -> "*"
     assert edited.stats.token_edits == 1 and edited.stats.retries == 0
 

@@ -117,7 +117,7 @@ def test_a_checkpoint_scores_each_span_token_with_its_position_masked(family, ch
     spans = [START, MIDDLE]
     ids, positions = independent_canvas(family, CODE, spans)
     assert positions[0] == 1  # the first token of the file, right after the begin token
-    options = FixOptions(SamplerConfig(seed=0, steps=2), **FLAG_EVERY_TOKEN, syntax_rounds=0, syntax_edits=0)
+    options = FixOptions(SamplerConfig(seed=0, steps=2), **FLAG_EVERY_TOKEN, retries=0, token_edits=0)
 
     result = fix(denoiser, document_from_bytes(CODE.encode()), spans, options)
 
@@ -199,7 +199,7 @@ def test_fix_counts_every_scoring_pass(dream, monkeypatch):
     for name in ("logits", "cached_logits"):
         real = getattr(denoiser, name)
         monkeypatch.setattr(denoiser, name, lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
-    options = FixOptions(SamplerConfig(seed=0, steps=2), **FLAG_EVERY_TOKEN, syntax_rounds=0, scoring_rows=4)
+    options = FixOptions(SamplerConfig(seed=0, steps=2), **FLAG_EVERY_TOKEN, retries=0, scoring_rows=4)
 
     result = fix(denoiser, document_from_bytes(CODE.encode()), [START, MIDDLE], options)
 

@@ -217,7 +217,7 @@ def test_where_nothing_changed_near_the_span_the_kept_context_fills_as_the_exact
     from infill.text.spans import Span, line_span
 
     backend = load_backend(threads=2)
-    options = InfillOptions(syntax_rounds=0, syntax_edits=0, syntax_restarts=0)
+    options = InfillOptions(retries=0, token_edits=0, fresh_fills=0)
     text = "".join(inspect.getsource(calendar).splitlines(keepends=True)[:200])
     code = code_lines(text)
     for index in range(37, 110, 18):

@@ -28,8 +28,8 @@ from lsp_server import actions
 from lsp_server.positions import position_to_offset
 
 # Quick settings: the rule must hold after syntax retries, token edits and fresh fills as well.
-OPTIONS = InfillOptions(sampler=SamplerConfig(steps=6), syntax_rounds=1, syntax_edits=1, syntax_restarts=1)
-CLI_OPTIONS = ["--steps", "6", "--syntax-rounds", "1", "--syntax-edits", "1", "--syntax-restarts", "1"]
+OPTIONS = InfillOptions(sampler=SamplerConfig(steps=6), retries=1, token_edits=1, fresh_fills=1)
+CLI_OPTIONS = ["--steps", "6", "--retries", "1", "--token-edits", "1", "--fresh-fills", "1"]
 
 LINES = [
     "import os",
@@ -98,7 +98,7 @@ def test_the_shipped_model_keeps_the_blank_line_after_a_linewise_selection():
     assert lines[29] == ""
     start, end = line_offset(text, 27), line_offset(text, 29)
     backend = load_backend(threads=1)
-    options = InfillOptions(sampler=SamplerConfig(seed=0, temperature=0.8), syntax_restarts=0)
+    options = InfillOptions(sampler=SamplerConfig(seed=0, temperature=0.8), fresh_fills=0)
     result = infill(backend, document_from_bytes(text.encode()), [Span(start, end)], options)
     new = apply_edits(text, result.edits)
     assert_whole_lines_replaced(text, new, 27, 28)
@@ -157,8 +157,8 @@ def test_engine_fills_a_linewise_selection_with_whole_lines(tiny, case, seed):
     text, first, last = case
     start, end = line_offset(text, first), line_offset(text, last + 1)
     document = document_from_bytes(text.encode())
-    options = InfillOptions(sampler=SamplerConfig(steps=6, seed=seed, temperature=0.8), syntax_rounds=1,
-                            syntax_edits=1, syntax_restarts=1)  # fmt: skip
+    options = InfillOptions(sampler=SamplerConfig(steps=6, seed=seed, temperature=0.8), retries=1,
+                            token_edits=1, fresh_fills=1)  # fmt: skip
     result = infill(tiny, document, [Span(start, end)], options)
     assert_whole_lines_replaced(text, apply_edits(text, result.edits), first, last)
 

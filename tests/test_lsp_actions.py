@@ -7,7 +7,7 @@ from lsp_support import resolve
 
 from infill.engine.pipeline import Hooks
 from infill.errors import Cancelled, InputError
-from infill.modes.inline import SYNTAX_EDITS
+from infill.modes.inline import TOKEN_EDITS
 from infill.text.edits import TextEdit, apply_edits
 from lsp_server.actions import (
     MODES,
@@ -164,16 +164,16 @@ def test_a_fill_that_breaks_the_syntax_says_how_many_retries_it_had():
 
     start, end = offset_of("sum(values)"), offset_of("sum(values)") + len("sum(values)")
     data = ActionData(URI, 1, "selection", start, end)
-    options = InfillOptions(syntax_rounds=2, syntax_restarts=0)
+    options = InfillOptions(retries=2, fresh_fills=0)
     retried = run_action(ConstantDenoiser(")"), SOURCE, data, options)
     assert retried.summary.endswith(", 2 syntax retry(ies)")  # ")))" never parses: both rounds run
-    options = InfillOptions(syntax_rounds=2, syntax_restarts=1)
+    options = InfillOptions(retries=2, fresh_fills=1)
     one_line = run_action(ConstantDenoiser(")"), SOURCE, data, options)
     assert one_line.summary.endswith(", 2 syntax retry(ies)")  # fresh fills are for several lines
     lines = ActionData(URI, 1, "selection", offset_of("sum(values)"), offset_of("len(values)"))
     restarted = run_action(ConstantDenoiser(")"), SOURCE, lines, options)
     assert restarted.summary.endswith(", 4 syntax retry(ies), 1 fresh fill(s)")  # with its own 2 rounds
-    plain = run_action(ConstantDenoiser("x"), SOURCE, data, InfillOptions(syntax_rounds=2))
+    plain = run_action(ConstantDenoiser("x"), SOURCE, data, InfillOptions(retries=2))
     assert "syntax retr" not in plain.summary
 
 
@@ -292,11 +292,11 @@ def test_ghost_text_that_breaks_the_syntax_gets_one_retry_at_most():
     passes = {}
     for rounds in (0, 4):
         network = CountingDenoiser(")")  # "))))": always breaks the file, retried in vain
-        options = InfillOptions(SamplerConfig(steps=4), syntax_rounds=rounds)
+        options = InfillOptions(SamplerConfig(steps=4), retries=rounds)
         [item] = inline_completions(network, SOURCE, cursor, options)
         assert set(item.insert_text) == {")"}
         passes[rounds] = network.passes
-    edit_passes = SYNTAX_EDITS + 1 if SYNTAX_EDITS else 0  # token edits and the pass that ranks them
+    edit_passes = TOKEN_EDITS + 1 if TOKEN_EDITS else 0  # token edits and the pass that ranks them
     assert passes[0] < passes[4] <= passes[0] + 4 + edit_passes  # one retry of at most 4 passes
 
 

@@ -169,7 +169,7 @@ def test_a_client_that_disappears_during_the_docstring_job_ends_the_process_with
 def test_a_second_fill_in_a_document_starts_from_its_kept_context(tiny_model):
     """infill.kept_context in the server: the next fill's first pass computes what changed."""
     with RawServer("--log-level", "INFO") as server:
-        no_retries = {"syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}  # one sampling per fill
+        no_retries = {"retries": 0, "tokenEdits": 0, "freshFills": 0}  # one sampling per fill
         server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, **no_retries})
         server.open(SMALL_URI, SMALL)
         timed_fill(server)
@@ -199,7 +199,7 @@ def fill_after_an_edit(tiny_model, idle_refresh: float) -> tuple[RawServer, int]
     """A fill of line 12, an edit of the line above it, quiet, the fill again: the server and
     the positions that fill's first pass computed."""
     server = RawServer("--log-level", "INFO")
-    no_retries = {"syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}
+    no_retries = {"retries": 0, "tokenEdits": 0, "freshFills": 0}
     server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, "idleRefresh": idle_refresh,
                        **no_retries})  # fmt: skip
     server.open(SMALL_URI, SMALL)

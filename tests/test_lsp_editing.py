@@ -84,7 +84,7 @@ async def plain_client(lsp_client: LanguageClient, contrarian_model):
     (what a repair itself does is checked here; retries re-draw whole lines: tests/test_repair.py)."""
     capabilities = client_capabilities("visual-studio-code")
     capabilities.workspace.workspace_edit.change_annotation_support = None
-    options = {"modelPath": str(contrarian_model), "threads": 1, "steps": 8, "syntaxRounds": 0}
+    options = {"modelPath": str(contrarian_model), "threads": 1, "steps": 8, "retries": 0}
     await lsp_client.initialize_session(initialize_params(capabilities, options))
     yield
     await lsp_client.shutdown_session()

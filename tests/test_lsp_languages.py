@@ -28,7 +28,7 @@ NODE_KIND = "refactor.rewrite.infill.node"
 async def client(lsp_client: LanguageClient, tmp_path_factory):
     """VS Code's capabilities, the tiny model, no fresh fills (quick)."""
     model = str(tiny_model_dir(tmp_path_factory))
-    settings = {"modelPath": model, "threads": 1, "steps": 8, "syntaxRestarts": 0}
+    settings = {"modelPath": model, "threads": 1, "steps": 8, "freshFills": 0}
     await lsp_client.initialize_session(initialize_params("visual-studio-code", settings))
     yield
     await lsp_client.shutdown_session()

@@ -210,7 +210,7 @@ def test_infill_fill_linewise_with_the_shipped_model_keeps_the_blank_line_after(
     must end with one all the same."""
     lines = (ROOT / "tests" / "data" / "linewise_sample.py.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert lines[29] == ""
-    init = {"steps": 32, "syntaxRestarts": 1}
+    init = {"steps": 32, "freshFills": 1}
     report, original, written = run_command(nvim, tmp_path, None, lines, "InfillFill", "lines:29-29", init)
     assert report["last"]["title"] == "Infill: fill selection"
     assert_lines_replaced(original, written, 28, 28)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from lsprotocol import types
+
 from infill.options import InfillOptions
 from lsp_server.jobs import INLINE, DocumentJobs
-from lsp_server.settings import Settings, parse_settings, section_of
+from lsp_server.settings import Settings, parse_settings, renamed_notices, section_of
 
 
 def test_recognised_options():
@@ -14,10 +16,10 @@ def test_recognised_options():
     assert settings == Settings("/models/m", 12, 0.0, 256, 2)
     engine = settings.infill_options()
     assert (engine.sampler.steps, engine.sampler.temperature, engine.context_length) == (12, 0.0, 256)
-    quiet, warnings = parse_settings({"syntaxRounds": 0})
-    assert warnings == [] and quiet.infill_options().syntax_rounds == 0
-    assert parse_settings({"syntaxRounds": -1})[1] == [
-        "initializationOptions.syntaxRounds should be an integer >= 0, got -1: ignored"
+    quiet, warnings = parse_settings({"retries": 0})
+    assert warnings == [] and quiet.infill_options().retries == 0
+    assert parse_settings({"retries": -1})[1] == [
+        "initializationOptions.retries should be an integer >= 0, got -1: ignored"
     ]
     assert parse_settings({"passBudget": 50})[0].infill_options().pass_budget == 50
     assert parse_settings({"passBudget": 0})[0].infill_options().pass_budget is None  # no bound
@@ -27,13 +29,55 @@ def test_recognised_options():
     ]
 
 
+def test_the_repair_settings_have_the_names_of_their_options_fields():
+    settings, warnings = parse_settings({"retries": 1, "tokenEdits": 2, "freshFills": 3, "passBudget": 40})
+    options = settings.infill_options()
+    assert warnings == [] and (options.retries, options.token_edits, options.fresh_fills) == (1, 2, 3)
+    assert options.pass_budget == 40
+
+
+def test_old_setting_names_are_still_read_and_name_the_new_one():
+    settings, warnings = parse_settings({"syntaxRounds": 1, "syntaxEdits": 2, "syntaxRestarts": 3})
+    options = settings.infill_options()
+    assert warnings == [] and (options.retries, options.token_edits, options.fresh_fills) == (1, 2, 3)
+    assert renamed_notices({"syntaxRounds": 1, "syntaxEdits": None, "steps": 3}) == [
+        "the setting infill.syntaxRounds is deprecated: use infill.retries "
+        "(the old name is read only where the new one is not set)"
+    ]
+    assert renamed_notices({"retries": 1}) == [] and renamed_notices(None) == []
+    # the new name wins; a bad value is reported under the name it was given
+    assert parse_settings({"syntaxRounds": 1, "retries": 2})[0].retries == 2
+    assert parse_settings({"syntaxEdits": -1})[1] == [
+        "initializationOptions.syntaxEdits should be an integer >= 0, got -1: ignored"
+    ]
+    assert section_of({"syntaxRestarts": 0}) == {"syntaxRestarts": 0}  # a bare section of old names
+
+
+def test_the_server_says_once_per_old_name_which_name_to_use():
+    from lsp_server.server import InfillLanguageServer
+
+    server = InfillLanguageServer()
+    shown = []
+    server.window_show_message = lambda params: shown.append((params.type, params.message))
+    server.apply_settings({"syntaxRounds": 0, "syntaxRestarts": 1}, "configuration 'infill'")
+    server.apply_settings({"syntaxRounds": 2, "retries": 1}, "configuration 'infill'")  # again: not shown
+    assert server.settings.retries == 1 and server.settings.fresh_fills is None
+    assert [message for _, message in shown] == [
+        "infill: the setting infill.syntaxRounds is deprecated: use infill.retries "
+        "(the old name is read only where the new one is not set)",
+        "infill: the setting infill.syntaxRestarts is deprecated: use infill.freshFills "
+        "(the old name is read only where the new one is not set)",
+    ]
+    assert {kind for kind, _ in shown} == {types.MessageType.Warning}
+
+
 def test_missing_options_keep_the_engine_defaults():
     assert parse_settings(None) == (Settings(), [])
     assert parse_settings([]) == (Settings(), [])  # an empty Lua table arrives as []
     settings, warnings = parse_settings({"unknown": 1})
     assert (settings, warnings) == (Settings(), [])
     assert settings.infill_options().context_length is None
-    assert settings.infill_options().syntax_rounds == InfillOptions().syntax_rounds
+    assert settings.infill_options().retries == InfillOptions().retries
 
 
 def test_bad_values_are_ignored_with_a_warning():

@@ -32,7 +32,7 @@ from infill.models.weights import count_text
 MAIN, TAG = "a" * 40, "b" * 40  # commits: main is Dream, the tag "dreamon" DreamOn
 CODE = "def mean(values):\n    total = sum(values)\n    return total / len(values)\n"
 QUICK = ["--device", "cpu", "--dtype", "float32", "--seed", "0", "--steps", "2", "--budget", "4"]
-QUICK += ["--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0"]
+QUICK += ["--retries", "0", "--token-edits", "0", "--fresh-fills", "0"]
 
 
 def add_snapshot(cache: Path, name: str, commit: str, files: Path, refs: tuple[str, ...] = ("main",)) -> Path:
@@ -358,7 +358,7 @@ def test_a_checkpoint_gets_the_settings_its_authors_give_for_its_name(
 @pytest_lsp.fixture(config=SERVER, scope="module")
 async def named_client(lsp_client: LanguageClient, hub):
     """A server started with HF_HUB_CACHE set (by `hub`) and modelPath a name."""
-    quick = {"steps": 2, "syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}
+    quick = {"steps": 2, "retries": 0, "tokenEdits": 0, "freshFills": 0}
     options = {"modelPath": "org/dream", "device": "cpu", "dtype": "float32", "threads": 1, **quick}
     lsp_client.initialize_result = await lsp_client.initialize_session(
         initialize_params("visual-studio-code", options)

@@ -168,10 +168,10 @@ def test_cli_fill_fix_document_and_alternatives(family, checkpoints, loaded, tmp
     path = tmp_path / "sample.py"
     path.write_text(SMALL)
     model = ["--model", str(checkpoints[family][0]), "--device", "cpu", "--dtype", "float32", "--seed", "0"]
-    quick = [*model, "--steps", "2", "--budget", "6", "--syntax-rounds", "0", "--syntax-edits", "0"]
+    quick = [*model, "--steps", "2", "--budget", "6", "--retries", "0", "--token-edits", "0"]
     lines = SMALL.splitlines(keepends=True)
 
-    assert main([str(path), "--lines", "5", "--write", *quick, "--syntax-restarts", "0"]) == EXIT_OK
+    assert main([str(path), "--lines", "5", "--write", *quick, "--fresh-fills", "0"]) == EXIT_OK
     assert "parameters in float32 on cpu" in capsys.readouterr().err  # said before loading
     after = path.read_text()
     assert after.startswith("".join(lines[:4])) and after.endswith("".join(lines[5:]))
@@ -203,9 +203,7 @@ def test_end_of_text_in_a_span_is_the_null_and_never_text(family, checkpoints):
     denoiser = load(checkpoints[f"{family}-eos"][0], "cpu", torch.float32)
     document = document_from_bytes(CODE.encode())
     steps = []
-    options = InfillOptions(
-        SamplerConfig(seed=0, steps=8), syntax_rounds=0, syntax_edits=0, syntax_restarts=0
-    )
+    options = InfillOptions(SamplerConfig(seed=0, steps=8), retries=0, token_edits=0, fresh_fills=0)
     span = line_span(CODE, 9, 12)
     result = infill(
         denoiser, document, [span], options, on_step=lambda canvas, step: steps.append((canvas, step))
@@ -330,7 +328,7 @@ def test_remote_code_runs_only_when_the_user_opts_in(checkpoints, tmp_path, monk
     path.write_text(CODE)
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "hf-modules"))
     args = [str(path), "--lines", "9", "--model", str(folder), "--device", "cpu", "--steps", "2"]
-    args += ["--budget", "4", "--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0"]
+    args += ["--budget", "4", "--retries", "0", "--token-edits", "0", "--fresh-fills", "0"]
     assert main(args) == EXIT_OK and not marker.exists()
     assert main([*args, "--trust-remote-code"]) == EXIT_MODEL  # our dummy remote code raises...
     assert marker.exists()  # ...after proving that the opt-in really hands over to it
@@ -351,7 +349,7 @@ async def lsp_client(lsp_client: LanguageClient, checkpoints):
 
 def server_settings(checkpoints, family: str) -> dict:
     folder = str(checkpoints[family][0])
-    quick = {"steps": 2, "syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}
+    quick = {"steps": 2, "retries": 0, "tokenEdits": 0, "freshFills": 0}
     return {"modelPath": folder, "device": "cpu", "dtype": "float32", **quick}
 
 

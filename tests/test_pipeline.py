@@ -44,7 +44,7 @@ def document(text: str = SOURCE):
 
 def test_a_fill_plan_is_one_job_of_the_spans_with_the_options_repair_policy():
     spans = [line_span(SOURCE, 2, 2), line_span(SOURCE, 5, 5)]
-    options = InfillOptions(budget=20, syntax_rounds=2, syntax_edits=1, syntax_restarts=3, pass_budget=50)
+    options = InfillOptions(budget=20, retries=2, token_edits=1, fresh_fills=3, pass_budget=50)
     [job] = FillRequest(document(), spans, options).plan(None)
     assert job.spans == spans and job.budget == 20 and job.rows == 1 and not job.keep_text
     assert job.repair == RepairPolicy(retries=2, token_edits=1, fresh_fills=3, pass_budget=50)
@@ -53,7 +53,7 @@ def test_a_fill_plan_is_one_job_of_the_spans_with_the_options_repair_policy():
 
 
 def test_a_fix_plan_keeps_the_text_and_repairs_only_broken_spans_without_fresh_fills():
-    [job] = FixRequest(document(), [line_span(SOURCE, 2, 2)], FixOptions(syntax_rounds=3)).plan(None)
+    [job] = FixRequest(document(), [line_span(SOURCE, 2, 2)], FixOptions(retries=3)).plan(None)
     assert job.keep_text and job.select is not None
     assert job.repair.only_where_broken and job.repair.fresh_fills == 0 and job.repair.retries == 3
 

@@ -124,7 +124,7 @@ def test_the_engine_fills_through_the_cache_and_leaves_the_rest_alone(tiny_backe
     document = document_from_bytes(COUNTER_MODULE.encode())
     span = line_span(COUNTER_MODULE, 4, 5)
 
-    options = InfillOptions(SamplerConfig(steps=6, cache_refresh=3), syntax_edits=0)  # (edits: full passes)
+    options = InfillOptions(SamplerConfig(steps=6, cache_refresh=3), token_edits=0)  # (edits: full passes)
     result = infill(tiny_backend, document, [span], options)
 
     assert result.stats.cached_passes == result.stats.forward_passes - (result.stats.forward_passes + 2) // 3
@@ -136,7 +136,7 @@ def test_the_speed_bench_compares_exact_and_cached_in_one_run(tmp_path, tiny_bac
     tiny_backend.model.save_pretrained(tmp_path)
     tiny_backend.tokenizer.save(tmp_path)
     argv = ["speed", "--model", str(tmp_path), "--threads", "1", "--steps", "4", "--cache-refresh", "4"]
-    argv += ["--repeat", "1", "--syntax-rounds", "0", "--syntax-restarts", "0"]
+    argv += ["--repeat", "1", "--retries", "0", "--fresh-fills", "0"]
     args = bench.build_parser().parse_args(argv)
 
     results = bench.speed(args)

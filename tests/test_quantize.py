@@ -146,7 +146,7 @@ def test_the_quantize_setting_is_part_of_the_model_key():
 
 # ----------------------------------------------------------------------------- the language server
 
-QUICK = {"device": "cpu", "steps": 2, "syntaxRounds": 0, "syntaxEdits": 0, "syntaxRestarts": 0}
+QUICK = {"device": "cpu", "steps": 2, "retries": 0, "tokenEdits": 0, "freshFills": 0}
 CODE = "def double(x):\n    return x * 2\n"
 
 

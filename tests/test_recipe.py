@@ -85,7 +85,7 @@ def test_the_exported_model_fills_a_file_through_the_cli(tiny_run: Path, tmp_pat
     source.write_text(text)
     model = str(tiny_run / "export")
     command = [sys.executable, "-m", "infill.cli", str(source), "--lines", "2", "--model", model,
-               "--json", "--steps", "4", "--syntax-rounds", "0", "--syntax-restarts", "0"]  # fmt: skip
+               "--json", "--steps", "4", "--retries", "0", "--fresh-fills", "0"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -47,7 +47,7 @@ def run(
 ):
     """Fill `span` of SOURCE with an oracle that first commits `wrong_tokens` (old -> new)."""
     document = document_from_bytes(SOURCE.encode())
-    options = InfillOptions(NO_SELF_CORRECTION, **{"syntax_edits": 0, "syntax_restarts": 0, **options})
+    options = InfillOptions(NO_SELF_CORRECTION, **{"token_edits": 0, "fresh_fills": 0, **options})
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     [canvas] = plan_canvases(probe, SOURCE, [span], options)
     [slot] = canvas.slots
@@ -65,7 +65,7 @@ def test_a_fill_that_breaks_the_syntax_is_retried_on_the_broken_line_only(make_o
     # line 2 gets a wrong but valid token (- for *), line 3 a breaking one (= for +)
     wrong = [("*", "-"), ("+", "=")]
 
-    broken, document = run(make_oracle, oracle_for_canvases, span, wrong, syntax_rounds=0)
+    broken, document = run(make_oracle, oracle_for_canvases, span, wrong, retries=0)
     assert broken.spans[0].new_text == "    y = x - 2\n    return y = 1"
     assert has_syntax_error(apply_edits(SOURCE, broken.edits)) and broken.stats.retries == 0
 
@@ -89,7 +89,7 @@ def test_the_stage_counters_are_the_pipelines_and_the_samplers_stats_keep_only_i
     canvas's RequestStats), and the rows' own stats are the sampler's, with none of them."""
     span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
     document = document_from_bytes(SOURCE.encode())
-    options = InfillOptions(NO_SELF_CORRECTION, syntax_edits=0, syntax_restarts=0)
+    options = InfillOptions(NO_SELF_CORRECTION, token_edits=0, fresh_fills=0)
     probe = make_oracle(torch.zeros(1, dtype=torch.long))
     [canvas] = plan_canvases(probe, SOURCE, [span], options)
     answer = probe.encode(SOURCE[span.start : span.end])
@@ -125,7 +125,7 @@ def test_a_fill_still_broken_after_retries_is_filled_afresh_and_the_fresh_fill_k
     steps = []
     fresh, _ = run(
         make_oracle, oracle_for_canvases, span, wrong, lambda canvas, step: steps.append(step),
-        syntax_rounds=0, syntax_restarts=2,
+        retries=0, fresh_fills=2,
     )  # fmt: skip
     # The whole fill was drawn again, line 2 too (a retry would have left its "-"), and at another
     # length: the first fresh fill keeps FRESH_FILLS[0]'s share of the length the first pass decided.
@@ -161,18 +161,18 @@ def test_fresh_fills_follow_the_schedule_until_the_pass_budget_is_spent(
     def fill(**options):
         configs.clear()
         oracle = oracle_for_canvases([(canvas, [answer])])
-        options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=0, **options)
+        options = InfillOptions(NO_SELF_CORRECTION, retries=0, token_edits=0, **options)
         return infill(oracle, document, [span], options)
 
-    first = fill(syntax_restarts=0).stats.forward_passes
-    unbounded = fill(syntax_restarts=len(FRESH_FILLS) + 1)
+    first = fill(fresh_fills=0).stats.forward_passes
+    unbounded = fill(fresh_fills=len(FRESH_FILLS) + 1)
     assert unbounded.stats.fresh_fills == len(FRESH_FILLS) + 1  # every one still broken
     schedule = [*FRESH_FILLS, FRESH_FILLS[0]]  # in turn, then round again
     assert [(c.length_scale, c.order) for c in configs] == schedule
     assert len({c.seed for c in configs}) == len(configs)  # each a new draw
 
-    assert fill(syntax_restarts=3, pass_budget=first).stats.fresh_fills == 0
-    assert fill(syntax_restarts=3, pass_budget=first + 1).stats.fresh_fills == 1  # starts under it
+    assert fill(fresh_fills=3, pass_budget=first).stats.fresh_fills == 0
+    assert fill(fresh_fills=3, pass_budget=first + 1).stats.fresh_fills == 1  # starts under it
     with pytest.raises(InputError, match="pass_budget"):
         InfillOptions(pass_budget=0)
 
@@ -182,7 +182,7 @@ def test_a_single_line_gets_no_fresh_fill(make_oracle, oracle_for_canvases):
     steps = []
     kept, _ = run(
         make_oracle, oracle_for_canvases, span, [("+", "=")], lambda canvas, step: steps.append(step),
-        syntax_rounds=0, syntax_restarts=2,
+        retries=0, fresh_fills=2,
     )  # fmt: skip
     assert kept.spans[0].new_text == "    return y = 1"  # still broken: only a fresh fill would mend it
     assert kept.stats.fresh_fills == 0 and not any(step.restart for step in steps)
@@ -197,7 +197,7 @@ def test_a_fill_that_keeps_breaking_stops_after_the_rounds_and_keeps_the_least_b
     [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
     answer = probe.encode("    return y = = 1")  # the network insists on broken code
     oracle = oracle_for_canvases([(canvas, [answer])])
-    options = InfillOptions(sampler=NO_SELF_CORRECTION, syntax_rounds=3, syntax_edits=0, syntax_restarts=0)
+    options = InfillOptions(sampler=NO_SELF_CORRECTION, retries=3, token_edits=0, fresh_fills=0)
     result = infill(oracle, document, [span], options)
     assert result.stats.retries == 3
     assert result.spans[0].new_text == "    return y = = 1"
@@ -215,7 +215,7 @@ def test_in_a_broken_file_only_the_problems_that_touch_the_fill_are_retried(make
         return infill(oracle, document, [span], InfillOptions(sampler=NO_SELF_CORRECTION, **options))
 
     assert fill("    return y + 1").stats.retries == 0  # its own line is fine
-    stubborn = fill("    return y = = 1", syntax_rounds=2, syntax_restarts=0)  # its own line is broken
+    stubborn = fill("    return y = = 1", retries=2, fresh_fills=0)  # its own line is broken
     assert stubborn.stats.retries == 2
 
     answer = probe.encode("    return y + 1")
@@ -260,8 +260,8 @@ def test_tokens_on_the_problem_lines_are_the_ones_remasked(make_oracle, fill: st
 def test_the_tiny_model_runs_the_retries_and_leaves_the_rest_of_the_file(tiny_backend):
     document = document_from_bytes(SOURCE.encode())
     spans = [line_span(SOURCE, 2, 3)]
-    no_edits = {"syntax_edits": 0, "syntax_restarts": 0}
-    options = InfillOptions(replace(SamplerConfig(), steps=4), syntax_rounds=2, **no_edits)
+    no_edits = {"token_edits": 0, "fresh_fills": 0}
+    options = InfillOptions(replace(SamplerConfig(), steps=4), retries=2, **no_edits)
     result = infill(tiny_backend, document, spans, options)
     assert result.stats.retries <= 2
     assert result.stats.forward_passes <= 4 + 2 * 4

@@ -73,7 +73,7 @@ def test_the_pass_budget_bounds_retries_edits_and_fresh_fills(budget, dream, tmp
 
 
 def test_the_step_cap_is_one_pass_per_position_for_the_dream_family(dream, tmp_path, capsys):
-    no_repair = ["--syntax-rounds", "0", "--syntax-edits", "0", "--syntax-restarts", "0", "--no-recall"]
+    no_repair = ["--retries", "0", "--token-edits", "0", "--fresh-fills", "0", "--no-recall"]
     code, report, _ = fill(tmp_path, capsys, "--model", str(dream), *no_repair)
     assert code == EXIT_OK
     assert report["stats"]["forward_passes"] == report["stats"]["tokens"]  # one per masked position

@@ -14,7 +14,7 @@ from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import document_from_bytes
 from infill.text.spans import Span
 
-NO_SYNTAX_HELP = {"syntax_rounds": 0, "syntax_edits": 0, "syntax_restarts": 0}
+NO_SYNTAX_HELP = {"retries": 0, "token_edits": 0, "fresh_fills": 0}
 PREFIX = "import os\nimport sys\n\n\ndef add(a, b):\n    return a + b\n\n\nx = "
 SUFFIX = "\ny = add(x, 1)\nprint(x, y)\nfor index in range(10):\n    print(index)\n"
 

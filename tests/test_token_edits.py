@@ -37,7 +37,7 @@ def test_a_fill_the_retries_cannot_mend_is_mended_by_one_edit(make_oracle, oracl
     document, span, _, oracle = insisting_oracle(make_oracle, oracle_for_canvases, "print(f(2)")
 
     def fill(edits: int):
-        options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=2, syntax_edits=edits, syntax_restarts=0)
+        options = InfillOptions(NO_SELF_CORRECTION, retries=2, token_edits=edits, fresh_fills=0)
         return infill(oracle, document, [span], options)
 
     broken = fill(edits=0)
@@ -56,7 +56,7 @@ def test_a_fill_the_retries_cannot_mend_is_mended_by_one_edit(make_oracle, oracl
 def test_a_fill_no_single_edit_mends_is_left_as_it_was(make_oracle, oracle_for_canvases):
     # five stray brackets: any one edit leaves the same one problem (an edit must leave fewer)
     document, span, _, oracle = insisting_oracle(make_oracle, oracle_for_canvases, ")))))")
-    options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4, syntax_restarts=0)
+    options = InfillOptions(NO_SELF_CORRECTION, retries=0, token_edits=4, fresh_fills=0)
     result = infill(oracle, document, [span], options)
     assert result.spans[0].new_text == ")))))"
     assert result.stats.token_edits == 0
@@ -123,7 +123,7 @@ def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make
 def test_the_tiny_model_runs_the_edits_and_leaves_the_rest_of_the_file(tiny_backend):
     document = document_from_bytes(SOURCE.encode())
     spans = [line_span(SOURCE, 2, 3)]
-    options = InfillOptions(SamplerConfig(steps=4), syntax_rounds=1, syntax_edits=2, syntax_restarts=0)
+    options = InfillOptions(SamplerConfig(steps=4), retries=1, token_edits=2, fresh_fills=0)
     result = infill(tiny_backend, document, spans, options)
     assert result.stats.token_edits <= 2
     assert result.stats.forward_passes <= 4 + 4 + 3  # fill, one retry, two edits and a last pass
@@ -135,12 +135,12 @@ def test_the_tiny_model_runs_the_edits_and_leaves_the_rest_of_the_file(tiny_back
 
 def test_two_edits_mend_what_one_cannot_when_the_first_moves_the_problem_on(make_oracle, oracle_for_canvases):
     document, span, _, oracle = insisting_oracle(make_oracle, oracle_for_canvases, "x = [f(2, 3")
-    options = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=4, syntax_restarts=0)
+    options = InfillOptions(NO_SELF_CORRECTION, retries=0, token_edits=4, fresh_fills=0)
     result = infill(oracle, document, [span], options)
     new = apply_edits(SOURCE, result.edits)
     assert not file_problems(new) and result.stats.token_edits == 2  # ")" then "]"
     assert new.startswith(SOURCE[: span.start]) and new.endswith(SOURCE[span.end :])
 
-    one_edit = InfillOptions(NO_SELF_CORRECTION, syntax_rounds=0, syntax_edits=1, syntax_restarts=0)
+    one_edit = InfillOptions(NO_SELF_CORRECTION, retries=0, token_edits=1, fresh_fills=0)
     one = infill(oracle, document, [span], one_edit)
     assert one.spans[0].new_text == "x = [f(2, 3" and one.stats.token_edits == 0  # half a mend is not kept

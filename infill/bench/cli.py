@@ -15,8 +15,8 @@ infill-bench quality [--model DIR] [--tasks 100] [--kinds line,block,...] [--ste
         passes if every assert holds.
     Scores per kind: exact match (ignoring trailing whitespace), edit similarity (difflib
     ratio), whether the filled file parses, pass rate (exec kinds), the share of fills that
-    broke the syntax and were retried (--syntax-rounds), the share mended by parser-checked
-    token edits (--syntax-edits), the share filled afresh (--syntax-restarts), mean steps and ms.
+    broke the syntax and were retried (--retries), the share mended by parser-checked
+    token edits (--token-edits), the share filled afresh (--fresh-fills), mean steps and ms.
     --plot draws quality against the sampler's step cap (over --plot-tasks tasks per kind).
 
     Executing model output: the exec kinds run code the model wrote, in a separate
@@ -54,9 +54,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from infill.bench.quality import PLOT_CAPS, SYNTAX_FLAGS, engine_options, rule_options, run_quality
+from infill.bench.quality import PLOT_CAPS, REPAIR_FLAGS, engine_options, rule_options, run_quality
 from infill.bench.sizes import CONTEXTS, SIZES, parse_sizes
 from infill.bench.tasks import KINDS, code_lines, heldout_sources, make_tasks
+from infill.cli import add_renamed_flags
 from infill.errors import ModelError
 from infill.models import load
 from infill.models.base import Denoiser
@@ -168,9 +169,9 @@ def speed(args: argparse.Namespace) -> dict:
                 row["positions"] = runs[-1].stats.tokens
             row["speedup"] = row["exact_ms"] / row["cached_ms"]
             command = [sys.executable, "-m", "infill.cli", str(path), "--lines", f"{first}-{last}",
-                       "--cache-refresh", str(args.cache_refresh), "--syntax-rounds", str(args.syntax_rounds),
-                       "--syntax-edits", str(args.syntax_edits),
-                       "--syntax-restarts", str(args.syntax_restarts), "--pass-budget", str(args.pass_budget),
+                       "--cache-refresh", str(args.cache_refresh), "--retries", str(args.retries),
+                       "--token-edits", str(args.token_edits),
+                       "--fresh-fills", str(args.fresh_fills), "--pass-budget", str(args.pass_budget),
                        "--order", args.order, *([] if args.recall else ["--no-recall"])]  # fmt: skip
             for option, value in rule_options(args).items():
                 if value is not None:
@@ -346,9 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="decode spans in blocks of N positions, left to right")  # fmt: skip
     parser.add_argument("--top-p", type=float, default=None, help="sample from the top-p tokens")
     parser.add_argument("--top-k", type=int, default=None, help="sample from the top-k tokens")
-    for name, help_text in SYNTAX_FLAGS.items():
+    for name, help_text in REPAIR_FLAGS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=getattr(InfillOptions, name), help=help_text)
+    add_renamed_flags(parser)
     parser.add_argument("--source", type=Path, default=None, metavar="DIR",
                         help="quality: tasks from the files of the repository DIR that `infill-train "
                         "finetune` holds out (default: this project's held-out packages)")

@@ -46,9 +46,9 @@ class Score:
     steps: int
     ms: float
     error: str | None = None  # why the task failed outright (engine error, failing assert, timeout)
-    syntax_rounds: int = 0  # retries of a fill that broke the file's syntax (infill.engine.repair.retries)
-    syntax_edits: int = 0  # parser-checked token edits made to it (infill.engine.repair.token_edits)
-    syntax_restarts: int = 0  # fresh fills after the retries and edits left it broken
+    retries: int = 0  # retries of a fill that broke the file's syntax (infill.engine.repair.retries)
+    token_edits: int = 0  # parser-checked token edits made to it (infill.engine.repair.token_edits)
+    fresh_fills: int = 0  # fresh fills after the retries and edits left it broken
     passes: int = 0  # the model's forward passes, all of them
 
 
@@ -121,8 +121,8 @@ def score_task(backend: Denoiser, task: Task, options: InfillOptions, timeout: f
     return Score(
         task.kind, task.path, task.start, task.end, task.expected, produced, **judge(task, produced),
         passed=passed, steps=result.stats.steps, ms=1000 * result.stats.seconds, error=error,
-        syntax_rounds=result.stats.retries, syntax_edits=result.stats.token_edits,
-        syntax_restarts=result.stats.fresh_fills, passes=result.stats.forward_passes,
+        retries=result.stats.retries, token_edits=result.stats.token_edits,
+        fresh_fills=result.stats.fresh_fills, passes=result.stats.forward_passes,
     )  # fmt: skip
 
 
@@ -145,9 +145,9 @@ def summarize(scores: list[Score]) -> dict[str, dict]:
             "parses": statistics.mean(s.parses for s in rows),
             "pass_rate": statistics.mean(executed) if executed else None,
             "mean_steps": statistics.mean(s.steps for s in rows),
-            "retried": statistics.mean(s.syntax_rounds > 0 for s in rows),
-            "edited": statistics.mean(s.syntax_edits > 0 for s in rows),
-            "restarted": statistics.mean(s.syntax_restarts > 0 for s in rows),
+            "retried": statistics.mean(s.retries > 0 for s in rows),
+            "edited": statistics.mean(s.token_edits > 0 for s in rows),
+            "restarted": statistics.mean(s.fresh_fills > 0 for s in rows),
             "mean_ms": statistics.mean(s.ms for s in rows),
             "p90_ms": percentile([s.ms for s in rows], 0.9),
             "max_ms": max(s.ms for s in rows),
@@ -277,17 +277,17 @@ def run_quality(
     return results
 
 
-SYNTAX_FLAGS = {  # InfillOptions field: what its flag (--syntax-rounds, ...) does
-    "syntax_rounds": "retries of fills that break the file's syntax (0: none)",
-    "syntax_edits": "then parser-checked single-token edits of fills still broken (0: none)",
-    "syntax_restarts": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
+REPAIR_FLAGS = {  # InfillOptions field: what its flag (--retries, ...) does
+    "retries": "retries of fills that break the file's syntax (0: none)",
+    "token_edits": "then parser-checked single-token edits of fills still broken (0: none)",
+    "fresh_fills": "then fresh fills of multi-line fills still broken, with retries and edits (0: none)",
     "pass_budget": "forward passes a fill and its repair steps take in all (0: no bound)",
 }
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
-    """The InfillOptions fields of the syntax flags, --no-recall's and --context-length's."""
-    options = {name: getattr(args, name) for name in SYNTAX_FLAGS}
+    """The InfillOptions fields of the repair flags, --no-recall's and --context-length's."""
+    options = {name: getattr(args, name) for name in REPAIR_FLAGS}
     options["pass_budget"] = options["pass_budget"] or None  # 0: no bound
     options["recall"] = getattr(args, "recall", True)
     options["context_length"] = getattr(args, "context_length", None)

@@ -162,7 +162,7 @@ def measure_shape(
 
     def options(count: int) -> InfillOptions:
         sampler = SamplerConfig(steps=count, commit_threshold=1.0)  # exactly `count` passes
-        return InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0,
+        return InfillOptions(sampler=sampler, retries=0, token_edits=0, fresh_fills=0,
                              recall=False, context_length=window)  # fmt: skip
 
     first = options(passes[0])

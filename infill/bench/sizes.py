@@ -71,7 +71,7 @@ def measure_size(
     )
     backend = InfillBackend(InfillModel(config).eval(), tokenizer)
     sampler = SamplerConfig(steps=passes, commit_threshold=1.0)
-    options = InfillOptions(sampler=sampler, syntax_rounds=0, syntax_edits=0, syntax_restarts=0, recall=False)
+    options = InfillOptions(sampler=sampler, retries=0, token_edits=0, fresh_fills=0, recall=False)
     document = document_from_bytes(text.encode())
     infill(backend, document, [span], options)  # warm-up
     seconds, forward = [], []

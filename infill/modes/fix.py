@@ -103,8 +103,8 @@ class FixRequest:
             raise InputError("nothing to fix: no span was given")
         options = self.options
         policy = RepairPolicy(
-            retries=options.syntax_rounds,
-            token_edits=options.syntax_edits,
+            retries=options.retries,
+            token_edits=options.token_edits,
             fresh_fills=0,
             only_where_broken=True,
         )

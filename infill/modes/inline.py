@@ -2,7 +2,7 @@
 
     plan:   an insertion point (an empty span) at the cursor; with a temperature above 0, one
             job per sample (seeds 0, 1, ...), else one (sampling is deterministic)
-    repair: at most SYNTAX_ROUNDS syntax retry and SYNTAX_EDITS token edits (the options may
+    repair: at most RETRIES syntax retry and TOKEN_EDITS token edits (the options may
             lower them): ghost text is asked for as the user types. Token edits nearly doubled
             its time (`infill-bench lsp --threads 2`: 140 -> 259 ms with 2 edits), so it gets
             none; an insertion point gets no fresh fills
@@ -27,8 +27,8 @@ from infill.text.spans import Span, validate_spans
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
 
-SYNTAX_ROUNDS = 1
-SYNTAX_EDITS = 0
+RETRIES = 1  # caps on the options' retries and token_edits
+TOKEN_EDITS = 0
 
 
 @dataclass
@@ -48,8 +48,8 @@ class InlineRequest:
         options = self.options
         policy = RepairPolicy.of(
             options,
-            retries=min(options.syntax_rounds, SYNTAX_ROUNDS),
-            token_edits=min(options.syntax_edits, SYNTAX_EDITS),
+            retries=min(options.retries, RETRIES),
+            token_edits=min(options.token_edits, TOKEN_EDITS),
         )
         spans = validate_spans(self.document.text, [Span(self.offset, self.offset, "cursor")])
         runs = max(1, self.samples) if options.sampler.temperature > 0 else 1

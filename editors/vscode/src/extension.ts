@@ -40,6 +40,8 @@ import {
     enabledLanguageIds,
     missingServerMessage,
     nothingToDo,
+    renamedSettingMessage,
+    renamedSettingsInUse,
     requestErrorMessage,
     selectionToRange,
     serverSettings,
@@ -63,6 +65,7 @@ export interface CommandResult {
 }
 
 let client: LanguageClient | undefined;
+const warnedRenamed = new Set<string>(); // old setting names already warned about (once a session)
 let starting: Promise<LanguageClient | undefined> | undefined;
 let output: vscode.LogOutputChannel;
 let status: vscode.StatusBarItem;
@@ -151,7 +154,7 @@ async function startClient(): Promise<LanguageClient | undefined> {
     const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
     const clientOptions: LanguageClientOptions = {
         documentSelector: documentSelector(config.get('languages')),
-        initializationOptions: serverSettings(config),
+        initializationOptions: settingsForServer(config),
         synchronize: { configurationSection: SECTION }, // didChangeConfiguration: the server pulls again
         outputChannel: output,
         middleware: {
@@ -163,7 +166,7 @@ async function startClient(): Promise<LanguageClient | undefined> {
                         return answer;
                     }
                     return answer.map((value, index) =>
-                        params.items[index]?.section === SECTION ? serverSettings(value) : value,
+                        params.items[index]?.section === SECTION ? settingsForServer(value) : value,
                     );
                 },
             },
@@ -194,6 +197,18 @@ async function startClient(): Promise<LanguageClient | undefined> {
     }
     client = created;
     return client;
+}
+
+/** What the server gets from the `infill` section (logic.ts); warns once about each old name set. */
+function settingsForServer(config: unknown): Record<string, unknown> {
+    for (const old of renamedSettingsInUse(config)) {
+        if (!warnedRenamed.has(old)) {
+            warnedRenamed.add(old);
+            output.warn(renamedSettingMessage(old));
+            void vscode.window.showWarningMessage(renamedSettingMessage(old));
+        }
+    }
+    return serverSettings(config);
 }
 
 async function stopClient(): Promise<void> {

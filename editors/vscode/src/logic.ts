@@ -16,9 +16,9 @@ export const SERVER_SETTINGS = [
     'temperature',
     'alternatives',
     'contextLength',
-    'syntaxRounds',
-    'syntaxEdits',
-    'syntaxRestarts',
+    'retries',
+    'tokenEdits',
+    'freshFills',
     'passBudget',
     'recall',
     'threads',
@@ -34,8 +34,33 @@ export const SERVER_SETTINGS = [
 export const CLIENT_SETTINGS = ['serverPath', 'serverArgs', 'inlineCompletion'] as const;
 
 /**
+ * Old names of server settings, and their names now (lsp_server/settings.py RENAMED): one name
+ * per setting in every layer, from the engine's options to the CLI flags to these settings.
+ * package.json still declares the old ones, marked deprecated, and they are still read.
+ */
+export const RENAMED_SETTINGS: Readonly<Record<string, (typeof SERVER_SETTINGS)[number]>> = {
+    syntaxRounds: 'retries',
+    syntaxEdits: 'tokenEdits',
+    syntaxRestarts: 'freshFills',
+};
+
+function isSet(value: unknown): boolean {
+    return !(value === null || value === undefined || (typeof value === 'string' && value.trim() === ''));
+}
+
+/** The value set for a server key: under its name, else under its old name (undefined: unset). */
+function valueOf(values: Record<string, unknown>, key: string): unknown {
+    if (isSet(values[key])) {
+        return values[key];
+    }
+    const old = Object.keys(RENAMED_SETTINGS).find((name) => RENAMED_SETTINGS[name] === key);
+    return old !== undefined && isSet(values[old]) ? values[old] : undefined;
+}
+
+/**
  * What the server gets from the `infill` settings: the server's keys whose value is set (not
- * null, undefined or an empty string; those leave the server's default in place).
+ * null, undefined or an empty string; those leave the server's default in place), each under its
+ * current name (a value set under an old name only goes to the server under the new one).
  */
 export function serverSettings(config: unknown): Record<string, unknown> {
     const result: Record<string, unknown> = {};
@@ -44,13 +69,30 @@ export function serverSettings(config: unknown): Record<string, unknown> {
     }
     const values = config as Record<string, unknown>;
     for (const key of SERVER_SETTINGS) {
-        const value = values[key];
-        if (value === null || value === undefined || (typeof value === 'string' && value.trim() === '')) {
-            continue;
+        const value = valueOf(values, key);
+        if (value !== undefined) {
+            result[key] = typeof value === 'string' ? value.trim() : value;
         }
-        result[key] = typeof value === 'string' ? value.trim() : value;
     }
     return result;
+}
+
+/** The old setting names set in the `infill` settings: the extension warns once about each. */
+export function renamedSettingsInUse(config: unknown): string[] {
+    if (config === null || typeof config !== 'object') {
+        return [];
+    }
+    const values = config as Record<string, unknown>;
+    return Object.keys(RENAMED_SETTINGS).filter((old) => isSet(values[old]));
+}
+
+/** The warning about an old setting name. */
+export function renamedSettingMessage(old: string): string {
+    const name = RENAMED_SETTINGS[old] ?? old;
+    return (
+        `infill: the setting "infill.${old}" is deprecated: use "infill.${name}" ` +
+        `(the old name is read only while the new one is unset).`
+    );
 }
 
 // ---------------------------------------------------------------------- languages

@@ -15,6 +15,7 @@ import {
     LANGUAGE_IDS,
     NODE_KIND,
     QUICK_FIX_KIND,
+    RENAMED_SETTINGS,
     SELECTION_KIND,
     LANGUAGES_CONTEXT,
     SERVER_SETTINGS,
@@ -31,6 +32,8 @@ import {
     kindsFor,
     missingServerMessage,
     nothingToDo,
+    renamedSettingMessage,
+    renamedSettingsInUse,
     requestErrorMessage,
     selectionToRange,
     serverSettings,
@@ -138,13 +141,37 @@ describe('serverSettings', () => {
 
     it('knows every key of lsp_server/settings.py, none of them client-only', () => {
         const expected = [
-            'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'syntaxRounds',
-            'syntaxEdits', 'syntaxRestarts', 'passBudget', 'recall', 'threads', 'device', 'dtype',
+            'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'retries',
+            'tokenEdits', 'freshFills', 'passBudget', 'recall', 'threads', 'device', 'dtype',
             'trustRemoteCode', 'quantize', 'requestTimeout', 'idleRefresh', 'languages', 'protocol',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {
             assert.ok(!(SERVER_SETTINGS as readonly string[]).includes(key), key);
+        }
+    });
+
+    it('reads an old setting name under its new one while the new one is unset', () => {
+        assert.deepEqual(serverSettings({ syntaxRounds: 0, syntaxEdits: 2, syntaxRestarts: null }), {
+            retries: 0,
+            tokenEdits: 2,
+        });
+        assert.deepEqual(serverSettings({ syntaxRounds: 1, retries: 3, freshFills: null, syntaxRestarts: 0 }), {
+            retries: 3,
+            freshFills: 0,
+        });
+    });
+
+    it('names the old settings in use, for a warning that gives the new name', () => {
+        assert.deepEqual(renamedSettingsInUse({ syntaxRounds: 0, syntaxEdits: null, retries: 2, steps: 4 }), [
+            'syntaxRounds',
+        ]);
+        assert.deepEqual(renamedSettingsInUse({ retries: 2 }), []);
+        assert.deepEqual(renamedSettingsInUse(null), []);
+        assert.match(renamedSettingMessage('syntaxEdits'), /"infill\.syntaxEdits" is deprecated: use "infill\.tokenEdits"/);
+        for (const [old, name] of Object.entries(RENAMED_SETTINGS)) {
+            assert.ok((SERVER_SETTINGS as readonly string[]).includes(name), name);
+            assert.ok(!(SERVER_SETTINGS as readonly string[]).includes(old), old);
         }
     });
 });

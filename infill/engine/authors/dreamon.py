@@ -42,9 +42,9 @@ def infill_with_expansion(
     cancelled=None,
 ) -> LoopResult:
     """The hole's slot is ids[start : start + length] (`length`: the most it may grow to, DreamOn's
-    `max_gen_len`); it starts as `settings.initial_masks` masks (4)."""
+    `max_gen_len`); it starts as `settings.expand_start` masks (4)."""
     order = settings.order_for("DreamOn")
-    initial = min(settings.initial_masks or 4, length)
+    initial = min(settings.expand_start or 4, length)
     prompt = ids[:start] + [mask_id] * initial + ids[start + length :]
     max_tokens = min(MAX_TOKENS, len(prompt) + length - initial)
     x = torch.tensor(prompt + [mask_id] * (max_tokens - len(prompt)))

@@ -66,9 +66,9 @@ class RepairPolicy:
     def of(cls, options: InfillOptions, **overrides) -> RepairPolicy:
         """The policy of a request made with `options` (`overrides`: a mode's own choices)."""
         fields = dict(
-            retries=options.syntax_rounds,
-            token_edits=options.syntax_edits,
-            fresh_fills=options.syntax_restarts,
+            retries=options.retries,
+            token_edits=options.token_edits,
+            fresh_fills=options.fresh_fills,
             pass_budget=options.pass_budget,
         )
         return cls(**{**fields, **overrides})
