@@ -311,6 +311,7 @@ def framed(ref: Reference, family: str, hole, masks: int) -> tuple[list[int], in
     return ids + ([EOS] if family == "DreamOn" else []), len(prefix)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hole", HOLES)
 @pytest.mark.parametrize("family,order", [(f, o) for f in FAMILIES if f != "DreamOn" for o in ORDERS[f]])
 def test_greedy_ids_equal_the_authors_loop(family, order, hole, folders, tmp_path, capsys):
@@ -328,6 +329,7 @@ def test_greedy_ids_equal_the_authors_loop(family, order, hole, folders, tmp_pat
     assert span["new_text"].rstrip("\n") == answer.rstrip("\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hole", HOLES)
 @pytest.mark.parametrize("model", ["DreamOn", "DreamOn-grows"])
 def test_dreamon_grows_and_shrinks_the_hole_as_its_authors_loop(model, hole, folders, tmp_path, capsys):

@@ -265,6 +265,7 @@ def test_quality_with_the_kept_context_runs_as_the_server_does(tiny_backend, mon
     assert results["kept_context"] is True and results["table"]["block"]["tasks"] == 2
 
 
+@pytest.mark.slow
 def test_quality_command_prints_a_table_and_writes_json_and_a_plot(
     tiny_backend, monkeypatch, tmp_path, capsys
 ):
@@ -350,6 +351,7 @@ def test_sizes_takes_the_sizes_and_canvases_to_time(capsys):
     assert "not HIDDENxLAYERS" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_shapes_tiny_runs_every_family_at_each_pass_count_in_the_devices_window(tmp_path, capsys):
     from infill.bench.shapes import TINY_SHAPES
     from infill.models.denoiser import CPU_CONTEXT
@@ -369,6 +371,7 @@ def test_shapes_tiny_runs_every_family_at_each_pass_count_in_the_devices_window(
     assert "fill@2 ms" in table and "next@3 ms" in table
 
 
+@pytest.mark.slow
 def test_shapes_takes_a_window_and_refuses_a_bad_pass_count(tmp_path, capsys):
     out = tmp_path / "shapes.json"
     assert bench.main(["shapes", "--shapes", "llada-8b-tiny", "--passes", "2", "--repeat", "1",

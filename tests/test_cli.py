@@ -50,6 +50,7 @@ def test_default_model_is_shipped_as_safetensors():
     assert total < 64 * 1024 * 1024
 
 
+@pytest.mark.slow
 def test_shipped_model_fills_lines_through_the_cli(tmp_path: Path):
     path = tmp_path / "sample.py"
     path.write_text(SOURCE)
@@ -70,6 +71,7 @@ def test_shipped_model_fills_lines_through_the_cli(tmp_path: Path):
         assert all(h.source_start >= 8 for h in patched)
 
 
+@pytest.mark.slow
 def test_write_keeps_bytes_outside_the_span_crlf_and_bom(tmp_path: Path):
     path = tmp_path / "crlf.py"
     data = b"\xef\xbb\xbf" + SOURCE.replace("\n", "\r\n").encode()
@@ -88,6 +90,7 @@ def test_write_keeps_bytes_outside_the_span_crlf_and_bom(tmp_path: Path):
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
 
+@pytest.mark.slow
 def test_json_edits_stay_inside_a_node_and_show_steps(tmp_path: Path):
     path = tmp_path / "node.py"
     path.write_text(SOURCE)

@@ -41,6 +41,7 @@ def fill_and_check(tmp_path, capsys, name: str, data_of=lambda text: text.encode
     return captured.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name in SAMPLES if name != "python"])
 def test_the_shipped_model_fills_each_language_and_says_once_it_knows_only_python(tmp_path, capsys, name):
     err = fill_and_check(tmp_path, capsys, name)

@@ -33,6 +33,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_fix_reports_flagged_tokens_and_edits_inside_the_span(tmp_path, model_dir):
     path = tmp_path / "fix.py"
     path.write_text(SOURCE)
@@ -52,6 +53,7 @@ def test_fix_reports_flagged_tokens_and_edits_inside_the_span(tmp_path, model_di
     assert path.read_text() == SOURCE
 
 
+@pytest.mark.slow
 def test_document_writes_docstrings_into_a_tab_indented_crlf_file(tmp_path, model_dir):
     text = SOURCE.replace("    ", "\t").replace("\n", "\r\n")
     path = tmp_path / "doc.py"
@@ -86,6 +88,7 @@ def test_document_writes_docstrings_into_a_tab_indented_crlf_file(tmp_path, mode
     assert "\r\n".join(kept) == text
 
 
+@pytest.mark.slow
 def test_alternatives_print_ranked_candidates(tmp_path, model_dir):
     path = tmp_path / "alt.py"
     path.write_text(SOURCE)

@@ -99,6 +99,7 @@ def lsp_tuples(text: str, edits: list[TextEdit]) -> list[utf16_client.Edit]:
 # ------------------------------------------------------------------------------------ bytes
 
 
+@pytest.mark.slow
 @settings(PROPERTY, max_examples=3000)
 @given(case=files_with_fills())
 def test_a_fill_reaches_the_file_only_inside_its_spans(case: tuple[bytes, list[tuple[Span, str]]]) -> None:
@@ -132,6 +133,7 @@ def between_cr_and_lf(text: str, offset: int) -> bool:
     return 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n"
 
 
+@pytest.mark.slow
 @settings(PROPERTY, max_examples=3000)
 @given(text=texts)
 def test_every_offset_and_position_round_trips_and_agrees_with_the_client(text: str) -> None:

@@ -33,6 +33,7 @@ def run_nvim_tests_without_nvim(tmp_path: pathlib.Path, ci: str | None) -> subpr
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_without_nvim_the_nvim_tests_skip_and_say_how_to_install_it(tmp_path):
     done = run_nvim_tests_without_nvim(tmp_path, ci=None)
     output = done.stdout + done.stderr
@@ -42,6 +43,7 @@ def test_without_nvim_the_nvim_tests_skip_and_say_how_to_install_it(tmp_path):
     assert "nvim is not installed" in output and "apt-get install -y neovim" in output
 
 
+@pytest.mark.slow
 def test_without_nvim_in_ci_the_nvim_tests_fail(tmp_path):
     done = run_nvim_tests_without_nvim(tmp_path, ci="true")
     output = done.stdout + done.stderr

@@ -20,7 +20,7 @@ from infill.train.cli import main as train_main
 from infill.train.finetune import work_dir
 from infill.train.repository import collect, is_heldout
 
-pytestmark = pytest.mark.training  # infill.train
+pytestmark = [pytest.mark.training, pytest.mark.slow]  # infill.train; training takes seconds
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--minutes", "5", "--steps", "80", "--kinds", "line", "--tasks", "2", "--batch-size", "8"]

@@ -111,6 +111,7 @@ def oracle_probabilities(
     return torch.softmax(logits.masked_fill(ruled_out, float("-inf")), dim=-1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["Dream", "LLaDA"])
 def test_a_checkpoint_scores_each_span_token_with_its_position_masked(family, checkpoint):
     folder, denoiser = checkpoint(family)

@@ -202,6 +202,7 @@ def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(
     assert aligned >= len(fill.ids) - fill.slots[0].length - 16  # all but the span and its seams
 
 
+@pytest.mark.slow
 def test_where_nothing_changed_near_the_span_the_kept_context_fills_as_the_exact_pass_does():
     """The shipped model, a real module: each line filled on a fresh cache, and on the document's
     kept context after a request on the same line and an edit ~25 lines away (outside the

@@ -25,6 +25,7 @@ def test_the_shipped_model_directory_is_the_backends():
     assert SHIPPED_MODEL_DIR.resolve() == DEFAULT_MODEL_DIR.resolve()
 
 
+@pytest.mark.slow
 def test_version_names_the_shipped_model_its_size_and_data():
     done = subprocess.run([sys.executable, "-m", "infill.cli", "--version"], capture_output=True, text=True,
                           cwd=REPO, timeout=120)  # fmt: skip

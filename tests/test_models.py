@@ -78,6 +78,7 @@ def loaded(checkpoints):
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_predictions_match_transformers_with_a_non_causal_mask(family, checkpoints, loaded):
     denoiser = loaded(family)
@@ -159,6 +160,7 @@ class Counter:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_cli_fill_fix_document_and_alternatives(family, checkpoints, loaded, tmp_path, capsys):
     """Each mode through the real CLI on each family: exit 0, no special token in what comes out,

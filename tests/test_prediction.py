@@ -132,6 +132,7 @@ def test_the_engine_fills_through_the_cache_and_leaves_the_rest_alone(tiny_backe
         assert span.start <= edit.start <= edit.end <= span.end
 
 
+@pytest.mark.slow
 def test_the_speed_bench_compares_exact_and_cached_in_one_run(tmp_path, tiny_backend, capsys):
     tiny_backend.model.save_pretrained(tmp_path)
     tiny_backend.tokenizer.save(tmp_path)

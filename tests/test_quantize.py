@@ -74,6 +74,7 @@ def tiny(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["Dream", "LLaDA", "Open-dCoder"])
 def test_int8_weights_predict_as_the_float_ones(family, tiny):
     folder = tiny(family)

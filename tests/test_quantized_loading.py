@@ -83,6 +83,7 @@ def int8_state(network: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_int8_while_loading_is_quantizing_the_loaded_network(family, tiny):
     folder = tiny(family)
@@ -146,6 +147,7 @@ def float_matrices_alive():
         weights.parameter_setter = parameter_setter
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["Open-dCoder", "Dream"])
 def test_the_float_network_is_never_whole_while_loading_int8(family, tiny):
     folder = tiny(family)

@@ -34,7 +34,7 @@ from infill.train.recipe import (
 )
 from infill.train.train import StopSignal
 
-pytestmark = pytest.mark.training  # infill.train
+pytestmark = [pytest.mark.training, pytest.mark.slow]  # infill.train; training takes seconds
 
 REPO = Path(__file__).resolve().parents[1]
 

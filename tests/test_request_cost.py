@@ -51,6 +51,7 @@ def fill(tmp_path, capsys, *flags) -> tuple[int, dict, str]:
     return code, json.loads(captured.out) if code == EXIT_OK else {}, captured.err
 
 
+@pytest.mark.slow
 def test_a_published_model_gets_its_pass_budget_in_all(dream, tmp_path, capsys):
     """Random weights never settle: the fill runs to its cap, the repair stage to the budget."""
     code, report, _ = fill(tmp_path, capsys, "--model", str(dream))
@@ -64,6 +65,7 @@ def test_a_published_model_gets_its_pass_budget_in_all(dream, tmp_path, capsys):
     assert stages <= stats.keys() and not [key for key in stats if key.startswith("syntax_")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [20, 30])
 def test_the_pass_budget_bounds_retries_edits_and_fresh_fills(budget, dream, tmp_path, capsys):
     flags = ["--model", str(dream), "--steps", "12", "--pass-budget", str(budget)]

@@ -31,7 +31,7 @@ from infill.train.masking import (
 )
 from infill.train.train import TrainConfig, batches
 
-pytestmark = pytest.mark.training  # infill.train
+pytestmark = [pytest.mark.training, pytest.mark.slow]  # infill.train; training takes seconds
 
 MODULE = '''"""A module."""
 
