@@ -18,7 +18,8 @@ from infill.text.docstring_sites import missing_docstrings
 from infill.text.document import document_from_bytes
 from infill.text.edits import TextEdit, apply_edits
 from infill.text.spans import line_span
-from infill.text.window import CHARS_PER_TOKEN
+from infill.text.syntax import file_problems
+from infill.text.window import CHARS_PER_TOKEN, parsing_window, window_around
 from lsp_server.actions import FILL, FIX, LINES, ActionData, run_action
 
 URI = "file:///project/long.py"
@@ -239,3 +240,26 @@ def test_a_long_file_fill_edits_only_its_span_in_the_files_offsets():
     assert_only_inside(result.edits, span.start, span.end)
     assert sum(map(len, model.encoded)) < reach(model.context_length)
 
+
+
+def test_a_window_cut_inside_a_class_body_is_widened_to_whole_statements():
+    """A window that starts among a class's methods does not parse (an indented first line), and
+    the repair stage would then miss the problems a fill causes: it is widened to the class."""
+    methods = "".join(f"    def m{i}(self):\n        return {i}\n\n" for i in range(400))
+    text = f"import os\n\n\nclass Big:\n{methods}\n\ndef after():\n    return 1\n"
+    document = document_from_bytes(text.encode())
+    middle = text.index("    def m200")
+    cut = window_around(text, middle, middle + 10, 64)
+    assert cut.start > text.index("class Big") and file_problems(text[cut.start : cut.end])
+    wide = parsing_window(document, cut)
+    assert not file_problems(text[wide.start : wide.end])
+    assert wide.start == text.index("class Big") and wide.end >= cut.end
+    assert parsing_window(document, wide) == wide  # a window that parses is kept
+
+
+def test_a_file_that_does_not_parse_keeps_its_window():
+    methods = "".join(f"    def m{i}(self):\n        return {i}\n\n" for i in range(400))
+    text = f"class Big:\n{methods}    def broken(:\n"
+    middle = text.index("    def m200")
+    cut = window_around(text, middle, middle + 10, 64)
+    assert parsing_window(document_from_bytes(text.encode()), cut) == cut

@@ -47,7 +47,7 @@ from infill.errors import Cancelled, InputError
 from infill.options import SamplerConfig
 from infill.text.document import Document
 from infill.text.spans import Span
-from infill.text.window import Window, window_around
+from infill.text.window import Window, parsing_window, window_around
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -278,6 +278,7 @@ def in_window(denoiser: Denoiser, job: Job) -> Windowed:
     """
     context = job.context_length or denoiser.context_length
     window = window_around(job.document.text, job.spans[0].start, job.spans[-1].end, context)
+    window = parsing_window(job.document, window)  # so that the repair stage judges as in the file
     document, spans = window.document(job.document), [window.span(span) for span in job.spans]
     if job.layout is not None:
         document, spans = job.layout(document, spans)

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from infill.text.document import Document
+from infill.text.languages import Language
 from infill.text.spans import Span
 
 CHARS_PER_TOKEN = 8
@@ -72,6 +73,47 @@ def window_around(text: str, start: int, end: int, context_tokens: int) -> Windo
     if after is not None:
         high = after.start()
     return Window(low, high)
+
+
+def parsing_window(document: Document, window: Window) -> Window:
+    """`window`, widened to whole top-level statements of the file where its text does not parse
+    and the file does (a window that starts inside a class body or a multi-line string).
+
+    The repair stage judges a fill by the problems it causes in the text it sees: in a window
+    that does not parse it can only count those that touch a fill, and Python's parser names
+    only the first problem, the window's own; a fill that breaks the file would pass. Widened,
+    the window parses as the file does. tree-sitter parses the whole file (cheap, and cached);
+    a language without a grammar keeps its window."""
+    text, language = document.text, document.language
+    if (window.start, window.end) == (0, len(text)) or language.grammar is None:
+        return window
+    from infill.text.syntax import file_problems  # tree-sitter: only once a window is cut
+
+    if not file_problems(text[window.start : window.end], language):
+        return window
+    start, end = _top_level_around(text, window, language)
+    return window if (start, end) == (window.start, window.end) else Window(start, end)
+
+
+def _top_level_around(text: str, window: Window, language: Language) -> tuple[int, int]:
+    """The start of the file's top-level statement holding `window.start` and the end of the one
+    holding its last character (the window's own ends where the file does not parse)."""
+    from infill.text.parse_cache import parse_tree
+
+    data, root = parse_tree(text, language)
+    if root.has_error:
+        return window.start, window.end
+    low, high = len(text[: window.start].encode()), len(text[: window.end].encode())
+    start, end = low, high
+    for node in root.children:
+        if node.start_byte <= low < node.end_byte:
+            start = node.start_byte
+        if node.start_byte < high <= node.end_byte:
+            end = node.end_byte
+    start = min(start, low)
+    start_char = len(data[:start].decode(errors="ignore"))
+    end_char = len(data[: max(end, high)].decode(errors="ignore"))
+    return _line_start(text, start_char), _line_end(text, end_char)
 
 
 def _line_start(text: str, offset: int) -> int:
