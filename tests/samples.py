@@ -39,3 +39,22 @@ class Counter:
 
 # What must never reach the user's text.
 LEAKS = ("<mask>", "<null>", "<pad>", "<unk>", "<eos>", "░")
+
+
+def generated_file(functions: int) -> str:
+    """``functions`` ten-line functions without docstrings (2,000 of them: 20,000 lines)."""
+    parts = []
+    for index in range(functions):
+        parts += [
+            f"def step_{index}(value, scale={index % 7 + 1}):",
+            f"    total = value * scale + {index}",
+            "    if total > 0:",
+            "        total = total // 2",
+            "    else:",
+            "        total = -total",
+            "    for _ in range(3):",
+            "        total += 1",
+            "    return total",
+            "",
+        ]
+    return "\n".join(parts) + "\n"

@@ -15,6 +15,7 @@ import time
 import pytest
 from lsp_raw import RawServer
 from lsp_support import REQUEST_CANCELLED, tiny_model_dir
+from samples import generated_file
 
 pytestmark = pytest.mark.external  # the language server, as another process
 
@@ -22,25 +23,6 @@ SMALL_URI = "file:///project/small.py"
 BIG_URI = "file:///project/big.py"
 FILE_DOCSTRINGS = "source.infill.docstrings"
 PROGRESS = {"window": {"workDoneProgress": True}}
-
-
-def generated_file(functions: int) -> str:
-    """``functions`` ten-line functions without docstrings (2,000 of them: 20,000 lines)."""
-    parts = []
-    for index in range(functions):
-        parts += [
-            f"def step_{index}(value, scale={index % 7 + 1}):",
-            f"    total = value * scale + {index}",
-            "    if total > 0:",
-            "        total = total // 2",
-            "    else:",
-            "        total = -total",
-            "    for _ in range(3):",
-            "        total += 1",
-            "    return total",
-            "",
-        ]
-    return "\n".join(parts) + "\n"
 
 
 SMALL = generated_file(20)

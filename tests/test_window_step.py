@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+from samples import generated_file
+
 import infill.cli
 from infill.engine.pipeline import in_window, run
 from infill.modes import DocstringRequest, FillRequest
@@ -25,26 +27,7 @@ from lsp_server.actions import FILL, FIX, LINES, ActionData, run_action
 URI = "file:///project/long.py"
 
 
-def long_file(functions: int) -> str:
-    """``functions`` ten-line functions without docstrings."""
-    parts = []
-    for index in range(functions):
-        parts += [
-            f"def step_{index}(value, scale={index % 7 + 1}):",
-            f"    total = value * scale + {index}",
-            "    if total > 0:",
-            "        total = total // 2",
-            "    else:",
-            "        total = -total",
-            "    for _ in range(3):",
-            "        total += 1",
-            "    return total",
-            "",
-        ]
-    return "\n".join(parts) + "\n"
-
-
-LONG = long_file(60)  # 600 lines
+LONG = generated_file(60)  # 600 lines
 FILL_LINES = (304, 304)  # "        total = total // 2" of step_30
 FIX_LINES = (302, 303)
 
@@ -203,7 +186,7 @@ def test_docstring_sites_near_each_other_share_a_job_and_a_file_that_fits_is_one
     [windowed] = windows_of(model, request)
     assert len(windowed.staged.spans) == 2 and windowed.staged.document.text.count('"""') == 4
 
-    short = long_file(3)
+    short = generated_file(3)
     whole = DocstringRequest(document_from_bytes(short.encode()), missing_docstrings(short))
     [windowed] = windows_of(OneLetter(context_length=len(short) // CHARS_PER_TOKEN + 1), whole)
     assert (windowed.window.start, windowed.window.end) == (0, len(short))
@@ -225,7 +208,7 @@ def test_every_mode_runs_on_the_window_of_a_long_file_and_on_the_whole_of_a_shor
         [planned], [staged] = windowed.planned.spans, windowed.staged.spans
         assert windowed.staged.document.text[staged.start : staged.end] == LONG[planned.start : planned.end]
 
-    short = long_file(2)
+    short = generated_file(2)
     job_span = line_span(short, 4, 4)
     [windowed] = windows_of(model, FillRequest(document_from_bytes(short.encode()), [job_span]))
     assert windowed.staged.document is windowed.planned.document and windowed.staged.spans == [job_span]
@@ -239,7 +222,6 @@ def test_a_long_file_fill_edits_only_its_span_in_the_files_offsets():
     assert set(edit.new_text) == {"x"}
     assert_only_inside(result.edits, span.start, span.end)
     assert sum(map(len, model.encoded)) < reach(model.context_length)
-
 
 
 def test_a_window_cut_inside_a_class_body_is_widened_to_whole_statements():
