@@ -25,7 +25,7 @@ from infill.text import definitions as defs
 from infill.text import doc_comments
 from infill.text.languages import PYTHON, Language
 from infill.text.parse_cache import parse_tree
-from infill.text.spans import Span, _char_offset, _definition_name, _docstring, _with_decorators
+from infill.text.spans import Span, char_offset, definition_name, docstring_literal, with_decorators
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,9 @@ def _missing(text: str) -> tuple[tuple[DocstringSite, tuple[int, int]], ...]:
     data, root = parse_tree(text)
     found = []
     for node in defs.definitions(root, PYTHON):
-        site = _site(text, data, node) if _docstring(node) is None else None
+        site = _site(text, data, node) if docstring_literal(node) is None else None
         if site is not None:
-            found.append((site, (_char_offset(data, _with_decorators(node).start_byte), site.start)))
+            found.append((site, (char_offset(data, with_decorators(node).start_byte), site.start)))
     return tuple(found)
 
 
@@ -102,12 +102,12 @@ def missing_docstring_at(text: str, offset: int, language: Language = PYTHON) ->
     data, root = parse_tree(text)
     target = len(text[:offset].encode("utf-8", "surrogatepass"))
     around = [
-        n for n in _definitions_around(root, target) if _with_decorators(n).start_byte <= target <= n.end_byte
+        n for n in _definitions_around(root, target) if with_decorators(n).start_byte <= target <= n.end_byte
     ]
     if not around:
         return None
     innermost = max(around, key=lambda node: node.start_byte)
-    return _site(text, data, innermost) if _docstring(innermost) is None else None
+    return _site(text, data, innermost) if docstring_literal(innermost) is None else None
 
 
 @functools.lru_cache(maxsize=4)
@@ -140,7 +140,7 @@ def _module_site(text: str, data: bytes, root: tree_sitter.Node, language: Langu
     top = doc_comments.module_top(root)
     if top is None or top.is_error:
         return None
-    start = _char_offset(data, top.start_byte)
+    start = char_offset(data, top.start_byte)
     line_start = text.rfind("\n", 0, start) + 1
     return DocstringSite("module", top.start_point.row + 1, line_start, line_start, text[line_start:start],
                          False, language.module_docs or "", convention.opener, convention.closer,
@@ -158,7 +158,7 @@ def _comment_site(
     if not doc_comments.wants_documentation(node, convention, language):
         return None
     first = doc_comments.first_line_above(anchor)
-    start = _char_offset(data, first.start_byte)
+    start = char_offset(data, first.start_byte)
     line_start = text.rfind("\n", 0, start) + 1
     if text[line_start:start].strip(" \t"):
         return None  # code before it on its line: no line of its own to put a comment on
@@ -204,7 +204,7 @@ def _definitions_around(root: tree_sitter.Node, target: int) -> list[tree_sitter
             if node.type in ("function_definition", "class_definition"):
                 if node not in found:
                     found.append(node)
-                node = _with_decorators(node)
+                node = with_decorators(node)
             node = node.parent
     return found
 
@@ -221,16 +221,16 @@ def _site(text: str, data: bytes, node: tree_sitter.Node) -> DocstringSite | Non
     colons = [child for child in node.children if child.type == ":"]
     if body is None or not colons or node.has_error:
         return None
-    colon_end = _char_offset(data, colons[-1].end_byte)
-    body_start = _char_offset(data, body.start_byte)
+    colon_end = char_offset(data, colons[-1].end_byte)
+    body_start = char_offset(data, body.start_byte)
     line = node.start_point.row + 1
     if body.start_point.row == colons[-1].end_point.row:  # def f(): return 1
-        indent = _leading_blank(text, _char_offset(data, node.start_byte)) + _indent_unit(text)
-        return DocstringSite(_definition_name(node), line, colon_end, body_start, indent, True)
+        indent = _leading_blank(text, char_offset(data, node.start_byte)) + _indent_unit(text)
+        return DocstringSite(definition_name(node), line, colon_end, body_start, indent, True)
     line_end = text.find("\n", colon_end)
     line_end = len(text) if line_end == -1 else line_end - (text[line_end - 1] == "\r")
     indent = _leading_blank(text, body_start)
-    return DocstringSite(_definition_name(node), line, line_end, line_end, indent, False)
+    return DocstringSite(definition_name(node), line, line_end, line_end, indent, False)
 
 
 def _leading_blank(text: str, offset: int) -> str:

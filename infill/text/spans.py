@@ -421,23 +421,23 @@ def _definition_part_span(data: bytes, definition: tree_sitter.Node, kind: str, 
         if body is None:
             raise InputError(f"{label} (line {definition.start_point.row + 1}) has no body")
         return _to_span(data, _line_shaped_start(data, body[0]), body[1], f"body of {label}")
-    literal = _docstring(definition)
+    literal = docstring_literal(definition)
     if literal is None:
         raise InputError(f"{label} (line {definition.start_point.row + 1}) has no docstring")
     return _to_span(data, literal.start_byte, literal.end_byte, f"docstring of {label}")
 
 
-def _definition_name(node: tree_sitter.Node) -> str:
+def definition_name(node: tree_sitter.Node) -> str:
     """E.g. "function Cls.method" or "class Outer.Inner" (Python)."""
     return defs.describe(node, PYTHON)
 
 
-def _with_decorators(node: tree_sitter.Node) -> tree_sitter.Node:
+def with_decorators(node: tree_sitter.Node) -> tree_sitter.Node:
     """The decorated definition around ``node`` if it has decorators, else ``node`` (Python)."""
     return defs.outer(node, PYTHON)
 
 
-def _docstring(definition: tree_sitter.Node) -> tree_sitter.Node | None:
+def docstring_literal(definition: tree_sitter.Node) -> tree_sitter.Node | None:
     """The docstring literal of a function or class, or None if it has none.
 
     As in Python, that is a plain (not bytes, not f-) string literal, possibly implicitly
@@ -515,10 +515,10 @@ def _line_shaped_start(data: bytes, start: int) -> int:
 
 def _to_span(data: bytes, start: int, end: int, label: str) -> Span:
     """Span from byte offsets into ``data`` (the UTF-8 encoding of the document)."""
-    return Span(_char_offset(data, start), _char_offset(data, end), label)
+    return Span(char_offset(data, start), char_offset(data, end), label)
 
 
-def _char_offset(data: bytes, byte_offset: int) -> int:
+def char_offset(data: bytes, byte_offset: int) -> int:
     """Character offset of a byte offset into ``data`` (UTF-8; always a character boundary):
     the byte offset less the bytes beyond the first of each multi-byte character before it."""
     table = _multibyte_characters(data)
