@@ -1,4 +1,4 @@
-"""The document's kept context refreshed while the user is idle (infill.kept_context).
+"""The document's kept context refreshed while the user is idle (infill.engine.kept_context).
 
 A fill's first pass reuses the keys and values the document's last pass left, moved to where the
 same tokens are now, and computes only what changed. After the user edits, the edited text and

@@ -116,7 +116,7 @@ class InfillLanguageServer(LanguageServer):
         self.backend_key: tuple | None = None  # Settings.model_key() of the model loaded
         self.backend_error: str | None = None  # why loading backend_key failed (not retried)
         self._backend_lock = asyncio.Lock()
-        self.contexts: Any = None  # infill.kept_context.DocumentContexts, from the first fill
+        self.contexts: Any = None  # infill.engine.kept_context.DocumentContexts, from the first fill
         self.idle = IdleRefresh(self.refresh_context)  # each document's context, refreshed when quiet
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
         self.jobs = DocumentJobs()
@@ -257,9 +257,9 @@ class InfillLanguageServer(LanguageServer):
 
     def kept_context(self, uri: str, backend: Any) -> Any:
         """The denoiser for a job on ``uri``: ``backend`` with the document's context kept from
-        its last job (infill.kept_context: the next fill's first pass computes what changed)."""
+        its last job (infill.engine.kept_context: the next fill's first pass computes what changed)."""
         if self.contexts is None:
-            from infill.kept_context import DocumentContexts  # imports torch: not before a fill
+            from infill.engine.kept_context import DocumentContexts  # imports torch: not before a fill
 
             self.contexts = DocumentContexts()
         return self.contexts.denoiser(uri, backend)
@@ -271,7 +271,7 @@ class InfillLanguageServer(LanguageServer):
         ``text`` around ``offset``, kept as the document's context; the tokens it computed, 0 if
         skipped (no model loaded yet, a request under way, the authors' loops, a model that
         keeps no context)."""
-        from infill.kept_context import KeptContext, context_ids
+        from infill.engine.kept_context import KeptContext, context_ids
 
         settings, backend = self.settings, self.backend
         if backend is None or self.backend_key != settings.model_key() or settings.protocol == "authors":

@@ -235,10 +235,10 @@ def test_scoring_rows_must_be_positive():
 
 
 def test_the_language_servers_kept_context_never_stands_in_for_a_scoring_pass(dream):
-    """The server runs requests through a document's kept context (infill.kept_context), whose
+    """The server runs requests through a document's kept context (infill.engine.kept_context), whose
     first pass of a request reuses the last request's keys and values: the masked scores must
     still be exact, one canvas per pass too, and leave the kept context as the last fill left it."""
-    from infill.kept_context import KeptContext
+    from infill.engine.kept_context import KeptContext
 
     folder, denoiser = dream
     kept = KeptContext(denoiser)

@@ -1,4 +1,4 @@
-"""infill.kept_context: a fill's first pass reuses the last fill's keys and values, moved.
+"""infill.engine.kept_context: a fill's first pass reuses the last fill's keys and values, moved.
 
 With one layer, a position's keys and values depend only on its token and position, so moving
 them (with the rotary turn) must give exactly what a full pass over the new canvas gives: that
@@ -13,7 +13,7 @@ import random
 import pytest
 import torch
 
-from infill.kept_context import DocumentContexts, KeptContext, aligned_runs, rotated
+from infill.engine.kept_context import DocumentContexts, KeptContext, aligned_runs, rotated
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.models.native import InfillBackend
@@ -173,7 +173,7 @@ def test_an_idle_refresh_makes_the_kept_context_exact_for_the_text_as_it_is():
 
 
 def test_reuse_in_a_row_is_bounded_then_a_full_pass_runs():
-    from infill.kept_context import MAX_REUSES
+    from infill.engine.kept_context import MAX_REUSES
 
     inner = native(2)
     kept = KeptContext(inner)
@@ -190,7 +190,7 @@ def test_reuse_in_a_row_is_bounded_then_a_full_pass_runs():
 
 def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(tiny_backend):
     from infill.engine.canvas import build_canvas
-    from infill.kept_context import context_ids
+    from infill.engine.kept_context import context_ids
     from infill.text.spans import Span
 
     text = "".join(f"value_{i} = compute({i}, scale={i % 5})\n" for i in range(400))

@@ -149,7 +149,7 @@ def test_a_client_that_disappears_during_the_docstring_job_ends_the_process_with
 
 
 def test_a_second_fill_in_a_document_starts_from_its_kept_context(tiny_model):
-    """infill.kept_context in the server: the next fill's first pass computes what changed."""
+    """infill.engine.kept_context in the server: the next fill's first pass computes what changed."""
     with RawServer("--log-level", "INFO") as server:
         no_retries = {"retries": 0, "tokenEdits": 0, "freshFills": 0}  # one sampling per fill
         server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, **no_retries})

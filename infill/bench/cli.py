@@ -99,7 +99,7 @@ def load_backend(args: argparse.Namespace) -> Denoiser:
 def quality(args: argparse.Namespace) -> dict:
     backend = load_backend(args)
     if args.kept_context:  # as the language server runs: each sampling starts from the last one's cache
-        from infill.kept_context import KeptContext
+        from infill.engine.kept_context import KeptContext
 
         backend = KeptContext(backend)
     results = run_quality(backend, args)
@@ -340,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kept-context", action="store_true",
                         help="quality: start each sampling from the last one's cache, moved (as the "
-                        "language server does: infill.kept_context)")  # fmt: skip
+                        "language server does: infill.engine.kept_context)")  # fmt: skip
     parser.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
                         help="the unmasking rule: which masked positions a pass commits first")  # fmt: skip
     parser.add_argument("--block-length", type=int, default=None, metavar="N",

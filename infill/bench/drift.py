@@ -1,6 +1,6 @@
 """How far fills on the language server's kept context drift from exact fills (`infill-bench drift`).
 
-The server keeps each document's keys and values between requests (infill.kept_context): a
+The server keeps each document's keys and values between requests (infill.engine.kept_context): a
 fill's first pass computes only what changed since the document's last pass, attending to
 context computed while the text was different. This measures what that costs on held-out
 files, as an editor session goes: for each held-out line (the task), the code line a few lines
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from infill.bench.tasks import Task, code_lines
-from infill.kept_context import KeptContext, context_ids
+from infill.engine.kept_context import KeptContext, context_ids
 from infill.modes.fill import infill
 from infill.options import InfillOptions
 from infill.text.document import document_from_bytes

@@ -13,7 +13,7 @@ CPU, infill.models.denoiser.device_context) unless `context_length` says otherwi
                after the document is opened, one full pass and span-only passes after it
                (syntax retries and recall off: random weights would break the syntax every time)
   next fill    the next line's fill in the same document, on the context kept from the last
-               fill (infill.kept_context, as the language server runs it): what a fill costs
+               fill (infill.engine.kept_context, as the language server runs it): what a fill costs
                once the document's context is prepared
   peak memory  the process's peak resident memory (CPU) or the device's peak allocation (GPU)
   now memory   what it holds at the end: resident memory (CPU) or the device's allocation (GPU)
@@ -29,7 +29,7 @@ from functools import partial
 
 import torch
 
-from infill.kept_context import KeptContext
+from infill.engine.kept_context import KeptContext
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
 from infill.models.native import DEFAULT_MODEL_DIR
@@ -149,7 +149,7 @@ def measure_shape(
 ) -> ShapeRow:
     """Times of one shape: a pass, and a fill at each count of `passes`; ``next_span`` (default:
     ``span``): the span of the fill timed after a fill of ``span`` in the same document, as the
-    language server runs it (infill.kept_context); ``quantize``: its weights' form
+    language server runs it (infill.engine.kept_context); ``quantize``: its weights' form
     (infill.models.quantize); ``context_length``: the window (default: the device's)."""
     from infill.engine.pipeline import Job, lay_out
     from infill.engine.repair import RepairPolicy

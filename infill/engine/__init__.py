@@ -8,6 +8,7 @@
     repair/      syntax retries, token edits, fresh fills (problems: what is broken)
     recall       a one-line fill may take a line the file already has
     decode       a filled canvas back to text
+    kept_context a document's keys and values kept across requests (the language server's)
     authors/     each published family's own loop (`--protocol authors`), nothing of this engine's
 
 The modes (infill.modes) say what a request plans and what it returns; the models

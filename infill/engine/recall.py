@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
+from infill.engine.kept_context import without_kept_context
 from infill.engine.prediction import exact_logits_at
 from infill.engine.results import SampleResult
-from infill.kept_context import without_kept_context
 from infill.text.spans import Span
 from infill.text.syntax import file_problems
 

@@ -78,7 +78,7 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
 
     @property
     def rope_theta(self) -> float:
-        """The rotary base (infill.kept_context turns cached keys with it)."""
+        """The rotary base (infill.engine.kept_context turns cached keys with it)."""
         return self.network.config.rope_theta
 
     def new_cache(self) -> list:

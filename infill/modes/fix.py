@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
+from infill.engine.kept_context import without_kept_context
 from infill.engine.pipeline import NOTHING_SAMPLED, Filled, Hooks, Job, RequestStats, Selection, run
 from infill.engine.prediction import allowed_softmax, exact_logits_at, token_probabilities
 from infill.engine.repair import RepairPolicy
 from infill.engine.results import SampleStats, Step
 from infill.errors import InputError
-from infill.kept_context import without_kept_context
 from infill.options import FixOptions
 from infill.text.document import Document
 from infill.text.edits import TextEdit, apply_edits, minimal_edit

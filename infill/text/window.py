@@ -14,7 +14,7 @@ fills: it stages every mode's job on :meth:`Window.document`, its spans moved in
 :meth:`Window.span`, and gives the mode back its own spans, in the file's offsets, when the
 stages are done. Text outside the window cannot change: the spans lie inside it, and a mode's
 edits are minimal edits of the file within its spans. (The language server's kept context,
-:mod:`infill.kept_context`, takes the same window around an offset to run a fill's first pass
+:mod:`infill.engine.kept_context`, takes the same window around an offset to run a fill's first pass
 ahead of time.)
 """
 

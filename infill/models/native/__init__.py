@@ -45,7 +45,7 @@ class InfillBackend:
 
     @property
     def rope_theta(self) -> float:
-        """The rotary base (infill.kept_context turns cached keys with it)."""
+        """The rotary base (infill.engine.kept_context turns cached keys with it)."""
         return self.model.config.rope_theta
 
     @torch.no_grad()
