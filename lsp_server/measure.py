@@ -36,6 +36,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from infill.options import QUANTIZE_MODES  # torch-free
+
 URI = "file:///infill-measure/example.py"
 FILL_LINE = 100  # 0-based line of the one-line fill
 LIST_REPEATS = 20
@@ -282,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="fills to take the median of (default 5)")
     parser.add_argument("--steps", type=int, help="step cap per fill (default: the sampler's)")
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's choice)")
-    parser.add_argument("--quantize", choices=("auto", "none", "int8"),
+    parser.add_argument("--quantize", choices=QUANTIZE_MODES,
                         help="the server's quantize setting (default: the server's own)")  # fmt: skip
     parser.add_argument("--file-lines", type=line_counts, default=OTHER_LINES, metavar="N,N",
                         help="other file lengths to time the one-line fill in (default 2000,20000; "

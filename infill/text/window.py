@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from infill.text.document import Document
 from infill.text.languages import Language
-from infill.text.spans import Span
+from infill.text.spans import Span, char_offset
 
 CHARS_PER_TOKEN = 8
 """Characters of text taken per token of context on each side (code averages 3-4)."""
@@ -105,15 +105,12 @@ def _top_level_around(text: str, window: Window, language: Language) -> tuple[in
         return window.start, window.end
     low, high = len(text[: window.start].encode()), len(text[: window.end].encode())
     start, end = low, high
-    for node in root.children:
+    for node in root.children:  # a statement holding the window's edge moves it out to its own
         if node.start_byte <= low < node.end_byte:
             start = node.start_byte
         if node.start_byte < high <= node.end_byte:
             end = node.end_byte
-    start = min(start, low)
-    start_char = len(data[:start].decode(errors="ignore"))
-    end_char = len(data[: max(end, high)].decode(errors="ignore"))
-    return _line_start(text, start_char), _line_end(text, end_char)
+    return _line_start(text, char_offset(data, start)), _line_end(text, char_offset(data, end))
 
 
 def _line_start(text: str, offset: int) -> int:
