@@ -180,3 +180,18 @@ async def test_the_server_reloads_the_model_when_quantize_changes(lsp_client: La
     assert len(loads()) == 2 and loads()[1].endswith(", int8 weights")
     errors = [m.message for m in lsp_client.messages if m.type == types.MessageType.Error]
     assert errors == []
+
+
+def test_the_shipped_model_in_bfloat16():
+    """bfloat16 weights (`--dtype bfloat16`): the rotary tables follow the weights' dtype, so the
+    attention gets queries, keys and values of one dtype (it raised before), and the predictions
+    stay the float ones'."""
+    floats, halves = load(None, "cpu"), load(None, "cpu", "bfloat16")
+    assert halves.model.lm_head.weight.dtype == torch.bfloat16
+    check_close_to_float(floats, halves, (SAMPLE * 3), 500)
+
+
+def test_a_bfloat16_fill_from_the_command_line(tmp_path):
+    path = tmp_path / "f.py"
+    path.write_text("def f(a, b):\n    c = a + b\n    return c\n")
+    assert main([str(path), "--lines", "2", "--dtype", "bfloat16", "--steps", "4"]) == 0

@@ -53,11 +53,12 @@ class InfillConfig(PretrainedConfig):
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 
 
-def rotary_tables(length: int, head_dim: int, theta: float, device=None):
-    """cos/sin tables of shape (length, head_dim // 2) for rotary position embeddings."""
+def rotary_tables(length: int, head_dim: int, theta: float, device=None, dtype=torch.float32):
+    """cos/sin tables of shape (length, head_dim // 2) for rotary position embeddings, computed in
+    float32 and given in `dtype` (the weights' dtype, so that queries, keys and values agree)."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim)
     angles = torch.outer(torch.arange(length, device=device).float(), inv_freq)
-    return angles.cos(), angles.sin()
+    return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -155,7 +156,9 @@ class InfillModel(PreTrainedModel):
         """Final normalised hidden states (B, L, hidden): everything but the output layer."""
         L = input_ids.shape[1]
         head_dim = self.config.hidden_size // self.config.num_heads
-        cos, sin = rotary_tables(L, head_dim, self.config.rope_theta, input_ids.device)
+        cos, sin = rotary_tables(
+            L, head_dim, self.config.rope_theta, input_ids.device, self.embed.weight.dtype
+        )
         attn_mask = None
         if attention_mask is not None:
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L) over keys
@@ -175,7 +178,9 @@ class InfillModel(PreTrainedModel):
         context keys are those of the last full pass, an approximation that costs little while
         only the editable positions change."""
         head_dim = self.config.hidden_size // self.config.num_heads
-        cos, sin = rotary_tables(input_ids.shape[1], head_dim, self.config.rope_theta, input_ids.device)
+        cos, sin = rotary_tables(
+            input_ids.shape[1], head_dim, self.config.rope_theta, input_ids.device, self.embed.weight.dtype
+        )
         if refresh:
             x = self.embed(input_ids)
             for block, layer in zip(self.blocks, cache):
