@@ -279,14 +279,20 @@ class InfillLanguageServer(LanguageServer):
         if self.jobs.of_document(uri):
             return 0
         denoiser = self.kept_context(uri, backend)
-        if not isinstance(denoiser, KeptContext):
+        opened = self.workspace.text_documents.get(unquote(uri))
+        language = self.language_of(opened, uri) if opened is not None else None
+        if not isinstance(denoiser, KeptContext) or language is None:
             return 0
         context_length = clamp_options(self, settings.infill_options(backend), backend).context_length
 
         def work() -> int:  # in the worker thread, after any job queued before it
             if not still_wanted():
                 return 0
-            ids = context_ids(backend, text, offset, context_length)
+            try:
+                document = actions.text_document(text, language)
+            except InputError:  # a lone surrogate: no fill can run on this text either
+                return 0
+            ids = context_ids(backend, document, offset, context_length)
             denoiser.refresh(ids)
             return ids.shape[1]
 

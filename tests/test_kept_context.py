@@ -191,11 +191,12 @@ def test_reuse_in_a_row_is_bounded_then_a_full_pass_runs():
 def test_context_ids_are_the_canvas_a_fill_at_that_offset_sees_without_its_span(tiny_backend):
     from infill.engine.canvas import build_canvas
     from infill.engine.kept_context import context_ids
+    from infill.text.document import document_from_bytes
     from infill.text.spans import Span
 
     text = "".join(f"value_{i} = compute({i}, scale={i % 5})\n" for i in range(400))
     offset = text.index("value_200")
-    ids = context_ids(tiny_backend, text, offset)[0].tolist()
+    ids = context_ids(tiny_backend, document_from_bytes(text.encode()), offset)[0].tolist()
     fill = build_canvas(tiny_backend, text, [Span(offset, offset + 30)])
     assert len(ids) <= tiny_backend.context_length
     aligned = sum(n for _, _, n in aligned_runs(ids, fill.ids))

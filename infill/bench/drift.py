@@ -66,7 +66,7 @@ def measure_row(backend, task: Task, first: Span, options: InfillOptions) -> Dri
     after = document_from_bytes(edited.encode())
     refreshed = kept.fork()
     context_length = options.context_length or backend.context_length
-    refreshed.refresh(context_ids(backend, edited, first.start, context_length))
+    refreshed.refresh(context_ids(backend, after, first.start, context_length))
     fills, computed = {}, {}
     for variant, denoiser in (("exact", backend), ("stale", kept), ("refreshed", refreshed)):
         before = getattr(denoiser, "computed_positions", 0)

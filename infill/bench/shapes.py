@@ -151,7 +151,7 @@ def measure_shape(
     ``span``): the span of the fill timed after a fill of ``span`` in the same document, as the
     language server runs it (infill.engine.kept_context); ``quantize``: its weights' form
     (infill.models.quantize); ``context_length``: the window (default: the device's)."""
-    from infill.engine.pipeline import Job, lay_out
+    from infill.engine.pipeline import Job, in_window, lay_out
     from infill.engine.repair import RepairPolicy
 
     started = time.perf_counter()
@@ -167,7 +167,7 @@ def measure_shape(
 
     first = options(passes[0])
     job = Job(document, [span], first.sampler, RepairPolicy.of(first), context_length=window)
-    [canvas] = lay_out(denoiser, job)
+    [canvas] = lay_out(denoiser, in_window(denoiser, job).staged)  # the canvas a fill lays out
     ids = torch.tensor([canvas.ids])
     positions = torch.tensor(canvas.editable()).nonzero().flatten()
     ids[0, positions] = denoiser.mask_id

@@ -37,8 +37,9 @@ from typing import Any
 import torch
 
 from infill.engine.canvas import build_canvas
+from infill.text.document import Document
 from infill.text.spans import Span
-from infill.text.window import window_around
+from infill.text.window import parsing_window, window_around
 
 MIN_RUN = 8
 """Aligned runs shorter than this many tokens are computed afresh (chance matches)."""
@@ -134,12 +135,17 @@ class KeptContext:
         return fresh.nonzero().flatten()
 
 
-def context_ids(denoiser: Any, text: str, offset: int, context_length: int | None = None) -> torch.Tensor:
-    """The canvas (1, L) a fill near ``offset`` of ``text`` would see, without its span: the
-    model's window of the text around ``offset``, tokenized as a fill at ``offset`` tokenizes it
-    (split there), framed as the family frames it (infill.engine.canvas)."""
+def context_ids(
+    denoiser: Any, document: Document, offset: int, context_length: int | None = None
+) -> torch.Tensor:
+    """The canvas (1, L) a fill near ``offset`` of ``document`` would see, without its span: the
+    window the pipeline's window step picks around ``offset`` (infill.engine.pipeline.in_window:
+    the model's reach, widened to whole statements where it would not parse), tokenized as a
+    fill at ``offset`` tokenizes it (split there), framed as the family frames it
+    (infill.engine.canvas)."""
     context_length = context_length or denoiser.context_length
-    part = window_around(text, offset, offset, context_length)
+    text = document.text
+    part = parsing_window(document, window_around(text, offset, offset, context_length))
     here = offset - part.start
     canvas = build_canvas(denoiser, text[part.start : part.end], [Span(here, here)], 0, context_length)
     return torch.tensor([canvas.ids])
