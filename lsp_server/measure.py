@@ -94,6 +94,7 @@ async def measure_async(
     server_command: list[str] | None = None,
     file_lines: tuple[int, ...] = OTHER_LINES,
     quantize: str | None = None,
+    dtype: str | None = None,
 ) -> dict[str, Any]:
     """Run the measurements; the result's times are in seconds, memory in MiB."""
     from pygls.lsp.client import LanguageClient
@@ -108,6 +109,8 @@ async def measure_async(
         options["threads"] = threads
     if quantize is not None:
         options["quantize"] = quantize  # the server setting (infill.models.quantize)
+    if dtype is not None:
+        options["dtype"] = dtype  # the server setting (infill.models.pick_native_dtype for "auto")
 
     client = LanguageClient("infill-measure", "1")
     errors: list[str] = []
@@ -132,7 +135,7 @@ async def measure_async(
 
     draining = asyncio.create_task(drain_stderr())
     results: dict[str, Any] = {"model": model or "(shipped)", "runs": runs, "quantize": quantize or "auto",
-                               "pid": server.pid}
+                               "dtype": dtype or "auto", "pid": server.pid}
     try:
         await client.initialize_async(
             types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=options)
@@ -260,7 +263,8 @@ def format_table(results: dict[str, Any]) -> str:
             (f"list code actions, {lines}-line file (median of {runs})", f"{listing * 1000:.1f} ms"),
         ]
     width = max(len(name) for name, _ in rows)
-    header = f"infill-lsp, model: {results['model']}, quantize: {results.get('quantize', 'auto')}"
+    weights = f"quantize: {results.get('quantize', 'auto')}, dtype: {results.get('dtype', 'auto')}"
+    header = f"infill-lsp, model: {results['model']}, {weights}"
     return "\n".join([header, *(f"  {name:<{width}}  {value:>9}" for name, value in rows)])
 
 
@@ -286,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's choice)")
     parser.add_argument("--quantize", choices=QUANTIZE_MODES,
                         help="the server's quantize setting (default: the server's own)")  # fmt: skip
+    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="the server's dtype setting (default: the server's own)")  # fmt: skip
     parser.add_argument("--file-lines", type=line_counts, default=OTHER_LINES, metavar="N,N",
                         help="other file lengths to time the one-line fill in (default 2000,20000; "
                         "'' for none)")  # fmt: skip
@@ -300,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             steps=args.steps,
             threads=args.threads,
             quantize=args.quantize,
+            dtype=args.dtype,
             file_lines=args.file_lines,
         )
     except RuntimeError as error:

@@ -25,9 +25,10 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from torch import nn
 
+import infill.models
 from infill.cli import EXIT_MODEL, main
 from infill.errors import ModelError
-from infill.models import load, quantize
+from infill.models import load, pick_native_dtype, quantize
 from infill.models.quantize import chosen_quantization, quantized_layers
 from lsp_server.settings import Settings, parse_settings
 
@@ -98,7 +99,7 @@ def test_every_linear_layer_and_the_embedding_are_int8(family, tiny):
 
 
 def test_the_shipped_model_in_int8():
-    floats, int8s = load(None, "cpu"), load(None, "cpu", quantize="int8")
+    floats, int8s = load(None, "cpu", "float32"), load(None, "cpu", quantize="int8")
     assert "lm_head" in quantized_layers(int8s.model)
     per_block = 4  # qkv, out, gate_up, down
     assert len(quantized_layers(int8s.model)) == 1 + per_block * int8s.model.config.num_layers
@@ -186,7 +187,7 @@ def test_the_shipped_model_in_bfloat16():
     """bfloat16 weights (`--dtype bfloat16`): the rotary tables follow the weights' dtype, so the
     attention gets queries, keys and values of one dtype (it raised before), and the predictions
     stay the float ones'."""
-    floats, halves = load(None, "cpu"), load(None, "cpu", "bfloat16")
+    floats, halves = load(None, "cpu", "float32"), load(None, "cpu", "bfloat16")
     assert halves.model.lm_head.weight.dtype == torch.bfloat16
     check_close_to_float(floats, halves, (SAMPLE * 3), 500)
 
@@ -195,3 +196,16 @@ def test_a_bfloat16_fill_from_the_command_line(tmp_path):
     path = tmp_path / "f.py"
     path.write_text("def f(a, b):\n    c = a + b\n    return c\n")
     assert main([str(path), "--lines", "2", "--dtype", "bfloat16", "--steps", "4"]) == 0
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_dtype_of_the_shipped_model_follows_the_cpu(native, monkeypatch):
+    """"auto": bfloat16 where the CPU computes it natively, float32 where it would be emulated
+    (many times slower), and float32 for int8 weights; an asked dtype is kept."""
+    monkeypatch.setattr(infill.models, "cpu_has_bfloat16", lambda: native)
+    expected = torch.bfloat16 if native else torch.float32
+    assert pick_native_dtype("auto") == pick_native_dtype(None) == expected
+    assert pick_native_dtype("auto", "int8") == torch.float32
+    assert pick_native_dtype("float32") == torch.float32 and pick_native_dtype("bfloat16") == torch.bfloat16
+    assert load(None, "cpu").model.lm_head.weight.dtype == expected
+    assert load(None, "cpu", quantize="int8").model.norm.weight.dtype == torch.float32

@@ -212,7 +212,7 @@ def lsp(args: argparse.Namespace) -> dict | None:
     try:
         file_lines = line_counts(args.file_lines)
         results = measure(model=model, runs=args.runs, steps=args.steps, threads=args.threads,
-                          file_lines=file_lines, quantize=args.quantize)  # fmt: skip
+                          file_lines=file_lines, quantize=args.quantize, dtype=args.dtype)  # fmt: skip
     except argparse.ArgumentTypeError as error:
         print(f"infill-bench lsp: --file-lines: {error}", file=sys.stderr)
         return None
