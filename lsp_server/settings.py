@@ -9,7 +9,7 @@ section of the client's configuration (``workspace/configuration``,
                                            # or a name ORG/NAME[@REVISION] in the local Hugging Face
                                            # cache (infill.hub_cache; never downloaded)
      "device": "auto",                     # cuda, mps, cpu or auto (the first available)
-     "dtype": "auto",                      # float32, bfloat16, float16 or auto (bf16 on a GPU)
+     "dtype": "auto",                      # float32, bfloat16, float16 or auto (docs/models.md)
      "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)
      "quantize": "auto",                   # "int8": linear layers' weights in 8 bits (CPU, float32
                                            #   only); "none"; "auto": int8 for models of 100M

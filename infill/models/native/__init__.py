@@ -18,7 +18,7 @@ DEFAULT_MODEL_DIR = Path(__file__).parents[2] / "default_model"
 
 @dataclass
 class InfillBackend:
-    """The project's own model: `InfillModel` + `CodeTokenizer` (on the CPU in float32 unless asked)."""
+    """The project's own model: `InfillModel` + `CodeTokenizer` (on the CPU, in the dtype `load` picks)."""
 
     model: InfillModel
     tokenizer: CodeTokenizer
