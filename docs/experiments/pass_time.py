@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 import torch
 
@@ -47,15 +48,15 @@ def main() -> None:
         model, cache = backend.model, backend.new_cache()
         with torch.no_grad():
             model.cached_logits(ids, positions, cache, True)
-            span = milliseconds(lambda: model.cached_logits(ids, positions, cache, False), args.repeats)
-            full = milliseconds(lambda: model.cached_logits(ids, positions, cache, True), args.repeats // 10)
+            span = milliseconds(partial(model.cached_logits, ids, positions, cache, False), args.repeats)
+            full = milliseconds(partial(model.cached_logits, ids, positions, cache, True), args.repeats // 10)
             print(f"{name:9} span-only pass {span:6.2f} ms   full pass {full:6.1f} ms")
             if args.compile:
                 compiled = torch.compile(model.cached_logits, dynamic=True)
                 started = time.perf_counter()
                 compiled(ids, positions, cache, False)
                 took = time.perf_counter() - started
-                span = milliseconds(lambda: compiled(ids, positions, cache, False), args.repeats)
+                span = milliseconds(partial(compiled, ids, positions, cache, False), args.repeats)
                 print(f"{name:9} compiled: span-only pass {span:6.2f} ms after {took:.1f} s of compiling")
             if args.profile:
                 with torch.profiler.profile() as profile:
