@@ -9,7 +9,7 @@ a request in a big file cost many times the same request in a small one.
 lookup. A new text is parsed *incrementally* from the most recent kept tree: the changed region
 is found (the common prefix and suffix of the two texts), described to tree-sitter as an edit,
 and tree-sitter re-parses only what the change touched. A text with a syntax error is parsed
-afresh: there tree-sitter's error recovery can differ between the two (tests/test_parse_cache.py
+afresh: there tree-sitter's error recovery can differ between the two (tests/text/test_parse_cache.py
 found such a text).
 
 Kept trees are never changed: an incremental parse edits a copy (``Tree.copy``), because a tree

@@ -1,7 +1,7 @@
 // The infill extension in a real VS Code: code-server serves the workbench, headless Chromium
 // (puppeteer-core) shows it, and the test-only driver extension (e2e/driver) runs "fill
 // selection" through the infill extension and the real infill-lsp, then writes a result file.
-// Run by tests/test_vscode_e2e.py, which prepares the workspace and checks the file; needs Node 24
+// Run by tests/editors/test_vscode_e2e.py, which prepares the workspace and checks the file; needs Node 24
 // (code-server's), so run it with that node:
 //
 //   node e2e/run.mjs --code-server BIN --chromium BIN --workspace DIR --work DIR \

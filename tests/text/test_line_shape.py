@@ -92,7 +92,7 @@ def test_the_shipped_model_keeps_the_blank_line_after_a_linewise_selection():
     infill/canvas.py when the issue was filed) selected linewise (the range ends at
     column 0 of line 30, a blank line). The shipped model writes these lines without a final
     line break (6 seeds of 6 before the rule), which took the blank line away."""
-    source = pathlib.Path(__file__).resolve().parent / "data" / "linewise_sample.py.txt"
+    source = pathlib.Path(__file__).resolve().parents[1] / "data" / "linewise_sample.py.txt"
     text = source.read_text(encoding="utf-8")
     lines = text.split("\n")
     assert lines[29] == ""

@@ -18,7 +18,7 @@ from infill.engine.repair import RepairPolicy
 from infill.options import FixOptions, InfillOptions, SamplerConfig
 from lsp_server import settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VSCODE = ROOT / "editors" / "vscode"
 MANIFEST = json.loads((VSCODE / "package.json").read_text())
 PROPERTIES = MANIFEST["contributes"]["configuration"]["properties"]

@@ -1,10 +1,10 @@
 """A real editor as the client: headless Neovim (0.7, Debian's) with the plugin in editors/nvim.
 
-tests/nvim/fill_action.lua: the plugin starts infill-lsp (with a tiny random model) for the
+tests/editors/nvim/fill_action.lua: the plugin starts infill-lsp (with a tiny random model) for the
 Python buffer; the script lists code actions for a range, resolves "fill selection", applies the
 workspace edit and writes the file. The file must change only inside the selection.
 
-tests/nvim/command.lua: the plugin's commands (:InfillFill, :InfillFix, :InfillDoc,
+tests/editors/nvim/command.lua: the plugin's commands (:InfillFill, :InfillFix, :InfillDoc,
 :InfillAlternatives) on a linewise (`V`) or charwise (`v`) selection or at the cursor, as a user
 runs them (the shipped model for the issue's linewise case, tiny ones for the rest).
 
@@ -28,8 +28,8 @@ from lsp_support import contrarian_model_dir, tiny_model_dir
 
 pytestmark = pytest.mark.external  # Neovim, and the language server as another process
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "tests" / "nvim" / "fill_action.lua"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "editors" / "nvim" / "fill_action.lua"
 PLUGIN = ROOT / "editors" / "nvim"
 
 LINES = [
@@ -146,13 +146,13 @@ def test_nvim_shows_syntax_errors_and_applies_the_quick_fix(nvim, tmp_path, cont
 
 # ---------------------------------------------------------------------- the plugin's commands
 
-COMMAND_SCRIPT = ROOT / "tests" / "nvim" / "command.lua"
+COMMAND_SCRIPT = ROOT / "tests" / "editors" / "nvim" / "command.lua"
 
 
 def run_command(nvim, tmp_path, model, lines, command, select, init=None, pick=None, diagnostics=False,
                 file_name="example.py", filetype="python"):  # fmt: skip
     """Write ``lines`` to ``file_name``; in nvim (the buffer's ``filetype`` set), make the
-    selection ``select`` (see tests/nvim/command.lua) and run ``command``; return the report and
+    selection ``select`` (see tests/editors/nvim/command.lua) and run ``command``; return the report and
     the original and written text. ``model`` None: the shipped model."""
     source = tmp_path / file_name
     original = "\n".join(lines) + "\n"

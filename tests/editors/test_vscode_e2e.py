@@ -35,7 +35,7 @@ from infill.models.native.tokenizer import SPECIAL_TOKENS
 
 pytestmark = pytest.mark.external  # code-server, Chromium, and the language server as another process
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXTENSION = ROOT / "editors" / "vscode"
 CACHE = EXTENSION / ".e2e-cache"
 SETUP = "editors/vscode/scripts/setup-e2e.sh"

@@ -22,7 +22,7 @@ from infill.train.repository import collect, is_heldout
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]  # infill.train; training takes seconds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAST = ["--minutes", "5", "--steps", "80", "--kinds", "line", "--tasks", "2", "--batch-size", "8"]
 FAST += ["--lr", "3e-3"]
 FILLER = "\n".join(f"value_{i} = compute_value({i}, scale={i * 2})" for i in range(12)) + "\n"

@@ -1,6 +1,6 @@
--- Headless Neovim (0.7+) runs one of the plugin's user commands; run by tests/test_lsp_nvim.py:
+-- Headless Neovim (0.7+) runs one of the plugin's user commands; run by tests/editors/test_lsp_nvim.py:
 --
---   nvim --headless -u NONE -i NONE -c "luafile tests/nvim/command.lua" -c "cquit 3"
+--   nvim --headless -u NONE -i NONE -c "luafile tests/editors/nvim/command.lua" -c "cquit 3"
 --
 -- Environment: INFILL_PLUGIN, INFILL_CMD, INFILL_INIT, INFILL_FILE, INFILL_REPORT as for
 -- fill_action.lua, and

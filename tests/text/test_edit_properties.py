@@ -12,7 +12,7 @@ UTF-16 code units, written independently). The properties:
   every position on a character boundary), and agree with the client's own count;
 - the CLI's JSON ranges (lines end after "\\n" only) point at the edited text.
 
-tests/test_edits.py and tests/test_lsp_positions.py hold the worked examples; this file the volume.
+tests/text/test_edits.py and tests/lsp/test_lsp_positions.py hold the worked examples; this file the volume.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from train_fixtures import tiny_model
 from infill.model_info import SHIPPED_MODEL_DIR, count_parameters, model_card, native_model_problem
 from infill.models.native import DEFAULT_MODEL_DIR, load_backend
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_shipped_model_directory_is_the_backends():

@@ -1,6 +1,6 @@
 """The VS Code extension's manifest against the server: every setting the server reads can be set
 in VS Code (editors/vscode/package.json), under the same name. The extension's own logic has
-node unit tests (editors/vscode/test, `npm test`); tests/test_vscode_e2e.py runs it in VS Code."""
+node unit tests (editors/vscode/test, `npm test`); tests/editors/test_vscode_e2e.py runs it in VS Code."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pathlib
 
 from lsp_server import actions, settings
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MANIFEST = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
 LOGIC = (ROOT / "editors" / "vscode" / "src" / "logic.ts").read_text()
 CLIENT_ONLY = {"serverPath", "serverArgs", "inlineCompletion"}

@@ -14,7 +14,7 @@ from lsp_support import tiny_model_dir
 
 from lsp_server.measure import FILL_LINE, format_table, line_counts, middle_line, sample_file
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from infill.text.docstring_sites import missing_docstrings
 
 pytestmark = pytest.mark.external  # pre-commit, running the hook as another process
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENTRY = pathlib.Path(sys.executable).parent / "infill-docstrings"
 
 MODULE = textwrap.dedent(

@@ -36,7 +36,7 @@ from infill.train.train import StopSignal
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]  # infill.train; training takes seconds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -247,7 +247,7 @@ def test_add_missing_docstrings_in_file_writes_every_one(make_oracle, oracle_for
 
 
 def test_a_file_docstring_action_edits_only_inside_its_span(make_oracle, oracle_for_canvases):
-    """Found by tests/test_lsp_fuzz.py: "add missing docstrings in file" with a span a client
+    """Found by tests/lsp/test_lsp_fuzz.py: "add missing docstrings in file" with a span a client
     narrowed (to 0-0) still wrote every docstring of the file, outside the span it declared."""
     free = DOCUMENTED.index("def free")
     [site] = [s for s in missing_docstrings(DOCUMENTED) if s.start >= free]

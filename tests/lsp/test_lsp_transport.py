@@ -233,7 +233,7 @@ def test_malformed_frames_are_answered_or_skipped_and_the_server_goes_on(server:
     ids=["text-null", "text-number", "language-number", "language-null", "uri-list"],
 )
 def test_a_string_field_that_is_no_string_is_refused_not_made_one(server: RawServer, item: dict):
-    """Found by tests/test_lsp_fuzz.py: lsprotocol made ``"text": null`` the text "None" (so the
+    """Found by tests/lsp/test_lsp_fuzz.py: lsprotocol made ``"text": null`` the text "None" (so the
     server filled text the client never had) and kept ``"languageId": 5``, which crashed every
     later request on the document with InternalError. The didOpen is now ignored."""
     server.initialize()
@@ -300,7 +300,7 @@ def test_a_resolve_of_the_listed_text_with_a_reused_version_and_new_digest_is_re
 
 @pytest.mark.external
 def test_a_resolve_cancelled_while_the_model_loads_does_not_break_later_ones(server: RawServer, tiny_model):
-    """Found by tests/test_lsp_fuzz.py: a $/cancelRequest during the first model load left the
+    """Found by tests/lsp/test_lsp_fuzz.py: a $/cancelRequest during the first model load left the
     server believing the model was loaded; every later fill failed with a bare RequestFailed."""
     server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 4})
     server.open(URI, TEXT)
@@ -315,7 +315,7 @@ def test_a_resolve_cancelled_while_the_model_loads_does_not_break_later_ones(ser
 
 @pytest.mark.external
 def test_alternatives_of_a_document_opened_again_with_other_text_are_dropped(server: RawServer, tiny_model):
-    """Found by tests/test_lsp_fuzz.py: a didOpen of an open document (no didClose) with other
+    """Found by tests/lsp/test_lsp_fuzz.py: a didOpen of an open document (no didClose) with other
     text at the same version kept the alternatives sampled for the old text: the next listing
     offered edits computed for text the document no longer had."""
     server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 4, "alternatives": 3})

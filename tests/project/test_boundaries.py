@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BELOW_THE_PIPELINE = (
     "infill.engine.sampler",
     "infill.engine.expansion",

@@ -15,8 +15,8 @@ import sys
 import pytest
 from external import in_ci, require_program
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-NVIM_TESTS = ROOT / "tests" / "test_lsp_nvim.py"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NVIM_TESTS = ROOT / "tests" / "editors" / "test_lsp_nvim.py"
 MISSING = "infill-test-no-such-program"
 
 

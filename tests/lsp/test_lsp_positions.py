@@ -143,7 +143,7 @@ def test_an_edit_that_splits_a_crlf_becomes_one_that_a_client_can_apply(edit: Te
 
 
 def test_edits_that_meet_between_cr_and_lf_become_one_edit_not_two_overlapping():
-    """Found by tests/test_edit_properties.py: each edit took in the whole "\\r\\n", so the two
+    """Found by tests/text/test_edit_properties.py: each edit took in the whole "\\r\\n", so the two
     ranges overlapped, and a client refuses overlapping edits."""
     crlf = TEXT.index("\r\n")
     ours = [TextEdit(crlf - 1, crlf + 1, "X"), TextEdit(crlf + 1, crlf + 2, "Y")]  # meet inside the pair

@@ -81,7 +81,8 @@ async def client(lsp_client: LanguageClient, tiny_model):
 @pytest_lsp.fixture(config=SERVER, scope="module")
 async def plain_client(lsp_client: LanguageClient, contrarian_model):
     """VS Code's capabilities without change annotations; the contrarian model, no syntax retries
-    (what a repair itself does is checked here; retries re-draw whole lines: tests/test_repair.py)."""
+    (what a repair itself does is checked here; retries re-draw whole lines:
+    tests/engine/test_repair_stage.py)."""
     capabilities = client_capabilities("visual-studio-code")
     capabilities.workspace.workspace_edit.change_annotation_support = None
     options = {"modelPath": str(contrarian_model), "threads": 1, "steps": 8, "retries": 0}

@@ -8,7 +8,7 @@ near-ties among their likeliest tokens, so int8 rounding flips some of them. Mea
 canvases (200 tokens, 30% masked, seed 0): 97% (Dream), 100% (LLaDA), 89% (Open-dCoder), 86%
 (the shipped model, 500 tokens); over other seeds the lowest was 86% (tiny checkpoints, seeds
 0-2) and 79% (the shipped model, seeds 0-4). With the published families' embedding as int8 rows
-too (tests/test_quantized_loading.py), the lowest over seeds 0-2 of full, refreshing and
+too (tests/models/test_quantized_loading.py), the lowest over seeds 0-2 of full, refreshing and
 span-only passes was 90% (with the float embedding, measured the same way: 80%). The tests ask
 for AGREEMENT at a fixed seed; a broken quantization (a wrong scale, a layer left out of the
 output) agrees on next to nothing.

@@ -1,6 +1,6 @@
--- Headless Neovim (0.7+) as a real infill-lsp client; run by tests/test_lsp_nvim.py:
+-- Headless Neovim (0.7+) as a real infill-lsp client; run by tests/editors/test_lsp_nvim.py:
 --
---   nvim --headless -u NONE -i NONE -c "luafile tests/nvim/fill_action.lua" -c "cquit 3"
+--   nvim --headless -u NONE -i NONE -c "luafile tests/editors/nvim/fill_action.lua" -c "cquit 3"
 --
 -- Environment: INFILL_PLUGIN (editors/nvim), INFILL_CMD and INFILL_INIT (JSON: the server
 -- command and its initializationOptions), INFILL_FILE (a .py file), INFILL_RANGE
