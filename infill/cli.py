@@ -178,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--device", default="auto", help="cuda, mps, cpu or auto (default: the first of "
                        "those available)")
     model.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="weights' precision (auto: bfloat16 on a GPU; on the CPU float32, and bfloat16 for "
-                            "infill's own model where the CPU computes it natively)")
+                       help="weights' precision (auto: bfloat16 on a GPU; on the CPU float32, and "
+                            "bfloat16 for infill's own model where the CPU computes it natively)")
     model.add_argument("--trust-remote-code", action="store_true",
                        help="run the modeling code shipped beside the checkpoint instead of infill's own "
                        "implementation (it is never run without this flag)")

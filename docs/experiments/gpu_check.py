@@ -2,7 +2,7 @@
 dtype, checked against transformers' own models, and the 7B Dream shape timed there.
 
     python docs/experiments/gpu_check.py --device cuda --dtype bfloat16 --out DIR
-    python docs/experiments/gpu_check.py --device cpu --dtype float32 --shapes tiny --out DIR   # its CPU run (CI)
+    python docs/experiments/gpu_check.py --device cpu --dtype float32 --shapes tiny --out DIR  # on a CPU
 
 For each family (Dream, DreamOn, LLaDA, Open-dCoder) a tiny random checkpoint in its released
 layout (tests/checkpoints.py) is loaded on the device:
@@ -48,7 +48,9 @@ from infill.models import load  # noqa: E402
 FAMILIES = ("Dream", "DreamOn", "LLaDA", "Open-dCoder")
 AGREEMENT = 0.8
 HEAD_SCALE = 20.0  # decisions with clear margins, as tests/test_authors_protocol.py writes them
-HOLE_SOURCE = "def total(values):\n    result = 0\n    for value in values:\n        result += value\n    return result\n"
+HOLE_SOURCE = (
+    "def total(values):\n    result = 0\n    for value in values:\n        result += value\n    return result\n"
+)
 
 
 def masked_canvas(denoiser, length: int = 200, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,7 +105,8 @@ def check_family(family: str, root: Path, device: str, dtype: str) -> dict:
     cpu_code, on_cpu, _ = cli_json(folder, source, "--device", "cpu", "--dtype", "float32", *authors)
     tokens = [span.get("tokens") for span in (here or {}).get("spans", [])]
     cpu_tokens = [span.get("tokens") for span in (on_cpu or {}).get("spans", [])]
-    row.update(authors_exit=code, authors_seconds=seconds, authors_ids_equal_cpu_float32=tokens == cpu_tokens)
+    row.update(authors_exit=code, authors_seconds=seconds)
+    row["authors_ids_equal_cpu_float32"] = tokens == cpu_tokens
     code, _, seconds = cli_json(folder, source, "--device", device, "--dtype", dtype)
     row.update(engine_exit=code, engine_seconds=seconds, cpu_exit=cpu_code)
     return row
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--shapes", default="dream-7b", help="shapes to time ('tiny': the stand-ins; '' for none)")
+    parser.add_argument("--shapes", default="dream-7b",
+                        help="shapes to time ('tiny': the stand-ins; '' for none)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
