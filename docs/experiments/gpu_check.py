@@ -47,10 +47,8 @@ from infill.models import load  # noqa: E402
 
 FAMILIES = ("Dream", "DreamOn", "LLaDA", "Open-dCoder")
 AGREEMENT = 0.8
-HEAD_SCALE = 20.0  # decisions with clear margins, as tests/test_authors_protocol.py writes them
-HOLE_SOURCE = (
-    "def total(values):\n    result = 0\n    for value in values:\n        result += value\n    return result\n"
-)
+HEAD_SCALE = 20.0  # decisions with clear margins, as tests/models/test_authors_protocol.py has them
+HOLE_SOURCE = "def total(values):\n    result = 0\n    for value in values:\n        result += value\n"
 
 
 def masked_canvas(denoiser, length: int = 200, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -138,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         report["families"] = rows
     if args.shapes:
         shapes = ["--tiny"] if args.shapes == "tiny" else ["--shapes", args.shapes]
-        code = bench.main(["shapes", *shapes, "--device", args.device, "--dtype", args.dtype,
-                           "--repeat", str(args.repeat), "--json", str(args.out / "shapes.json")])  # fmt: skip
+        timing = ["--repeat", str(args.repeat), "--json", str(args.out / "shapes.json")]
+        code = bench.main(["shapes", *shapes, "--device", args.device, "--dtype", args.dtype, *timing])
         report["shapes_exit"] = code
         failed |= code != 0
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1))
