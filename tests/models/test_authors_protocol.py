@@ -83,6 +83,15 @@ def folders(tmp_path_factory):
     return found
 
 
+@pytest.fixture(scope="module")
+def dream_folder(tmp_path_factory):
+    """One Dream checkpoint, no seed search: for tests that count steps or expect a refusal, not
+    ids that must match an oracle's (`folders` takes half a minute to choose its seeds)."""
+    folder = tmp_path_factory.mktemp("authors-dream")
+    write_checkpoint(folder, "Dream", head_scale=HEAD_SCALE)
+    return folder
+
+
 def run_oracle(ref: Reference, family: str, order: str, hole: str):
     """The family's oracle on a hole (BUDGET masks; DreamOn: 4 growing to 10): the ids each step
     committed, the final canvas and where the hole starts (DreamOn: and its final length)."""
@@ -346,9 +355,9 @@ def test_dreamon_grows_and_shrinks_the_hole_as_its_authors_loop(model, hole, fol
     assert span["new_text"].rstrip("\n") == answer.rstrip("\n")
 
 
-def test_the_schedule_commits_nothing_first_and_two_last(folders, tmp_path, capsys):
+def test_the_schedule_commits_nothing_first_and_two_last(dream_folder, tmp_path, capsys):
     """Dream's int(masks x (1 - s/t)) with steps = N: 0 tokens at the first step, 2 at the last."""
-    ref = Reference(folders["Dream"], "Dream")
+    ref = Reference(dream_folder, "Dream")
     ids, _ = framed(ref, "Dream", HOLES["mid-line"], 8)
     counts = []
     times = torch.linspace(1, 1e-3, 9)
@@ -358,7 +367,7 @@ def test_the_schedule_commits_nothing_first_and_two_last(folders, tmp_path, caps
         counts.append(number)
         masks -= number
     assert counts[0] == 0 and counts[-1] == 2 and sum(counts) == 8
-    report = run_cli(tmp_path, capsys, folders["Dream"], HOLES["mid-line"], "--budget", "8")
+    report = run_cli(tmp_path, capsys, dream_folder, HOLES["mid-line"], "--budget", "8")
     assert report["stats"]["forward_passes"] == 8
     assert [len(step) for step in report["spans"][0]["tokens_by_step"]] == counts
 
@@ -373,10 +382,10 @@ def test_the_schedule_commits_nothing_first_and_two_last(folders, tmp_path, caps
     (["--block-length", "2"], "no blocks"),
     (["--expand-start", "2"], "does not grow holes"),
 ])  # fmt: skip
-def test_options_the_protocol_does_not_have_are_refused(flags, message, folders, tmp_path, capsys):
+def test_options_the_protocol_does_not_have_are_refused(flags, message, dream_folder, tmp_path, capsys):
     path = tmp_path / "sample.py"
     path.write_text(SOURCE)
-    model = [] if not flags else ["--model", str(folders["Dream"])]
+    model = [] if not flags else ["--model", str(dream_folder)]
     code = main([str(path), "--lines", "2", "--protocol", "authors", "--write", *model, *flags])
     assert code == EXIT_INPUT
     assert message in capsys.readouterr().err
