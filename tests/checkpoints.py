@@ -432,3 +432,16 @@ def reference_logits(folder, family: str, ids: torch.Tensor) -> torch.Tensor:
     open_mask = torch.zeros(ids.shape[0], 1, length, length)  # every position sees every other
     with torch.no_grad():
         return model(input_ids=ids, attention_mask=open_mask).logits
+
+
+def masked_canvas(denoiser, text: str, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `length` tokens of `text`, 30% of them masked (seeded); and the mask."""
+    ids = torch.tensor([denoiser.encode(text)[:length]])
+    masked = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed)) < 0.3
+    ids[masked] = denoiser.mask_id
+    return ids, masked
+
+
+def agreement(logits: torch.Tensor, other: torch.Tensor) -> float:
+    """The share of rows whose likeliest token is the same in both."""
+    return (logits.argmax(-1) == other.argmax(-1)).float().mean().item()

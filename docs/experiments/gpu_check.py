@@ -39,7 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from checkpoints import SAMPLE, reference_logits, write_checkpoint  # noqa: E402
+from checkpoints import SAMPLE, agreement, masked_canvas, reference_logits, write_checkpoint  # noqa: E402
 
 from infill.bench import cli as bench  # noqa: E402
 from infill.cli import main as infill_main  # noqa: E402
@@ -49,17 +49,6 @@ FAMILIES = ("Dream", "DreamOn", "LLaDA", "Open-dCoder")
 AGREEMENT = 0.8
 HEAD_SCALE = 20.0  # decisions with clear margins, as tests/models/test_authors_protocol.py has them
 HOLE_SOURCE = "def total(values):\n    result = 0\n    for value in values:\n        result += value\n"
-
-
-def masked_canvas(denoiser, length: int = 200, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = torch.tensor([denoiser.encode(SAMPLE)[:length]])
-    masked = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed)) < 0.3
-    ids[masked] = denoiser.mask_id
-    return ids, masked
-
-
-def agreement(a: torch.Tensor, b: torch.Tensor) -> float:
-    return (a.argmax(-1) == b.argmax(-1)).float().mean().item()
 
 
 def cli_json(folder: Path, source: Path, *flags: str) -> tuple[int, dict | None, float]:
@@ -79,7 +68,7 @@ def check_family(family: str, root: Path, device: str, dtype: str) -> dict:
     folder = root / family
     write_checkpoint(folder, family, head_scale=HEAD_SCALE)
     denoiser = load(folder, device, dtype, quantize="none")
-    ids, masked = masked_canvas(denoiser)
+    ids, masked = masked_canvas(denoiser, SAMPLE, 200)
     ours = denoiser.logits(ids)
     reference = reference_logits(folder, family, ids)[..., : ours.shape[-1]]
     if family != "LLaDA":  # the Dream family's shift: row i predicts token i from the network's row i-1

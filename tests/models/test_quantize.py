@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 import pytest_lsp
 import torch
-from checkpoints import SAMPLE, write_checkpoint
+from checkpoints import SAMPLE, agreement, masked_canvas, write_checkpoint
 from lsp_support import SERVER, initialize_params, list_actions, open_document
 from lsprotocol import types
 from pytest_lsp import LanguageClient
@@ -33,18 +33,6 @@ from infill.models.quantize import chosen_quantization, quantized_layers
 from lsp_server.settings import Settings, parse_settings
 
 AGREEMENT = 0.8  # share of masked positions whose most likely token is the float model's
-
-
-def masked_canvas(denoiser, text: str, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first `length` tokens of `text`, 30% of them masked; and the mask."""
-    ids = torch.tensor([denoiser.encode(text)[:length]])
-    masked = torch.rand(ids.shape, generator=torch.Generator().manual_seed(seed)) < 0.3
-    ids[masked] = denoiser.mask_id
-    return ids, masked
-
-
-def agreement(float_logits: torch.Tensor, int8_logits: torch.Tensor) -> float:
-    return (float_logits.argmax(-1) == int8_logits.argmax(-1)).float().mean().item()
 
 
 def check_close_to_float(floats, int8s, text: str, length: int) -> None:
