@@ -177,6 +177,29 @@ def test_fresh_fills_follow_the_schedule_until_the_pass_budget_is_spent(
         InfillOptions(pass_budget=0)
 
 
+def test_a_fresh_fill_counts_its_passes_once_against_the_budget(make_oracle, oracle_for_canvases):
+    """A fill that stays broken spends the pass budget to the pass, across its fresh fills and
+    their retries: each pass counts once (a fresh fill's had counted twice, so its retries
+    stopped short of the budget)."""
+    document = document_from_bytes(SOURCE.encode())
+    span = Span(SOURCE.index("    y ="), SOURCE.index("\n\n\n"), "lines 2-3")
+    probe = make_oracle(torch.zeros(1, dtype=torch.long))
+    [canvas] = plan_canvases(probe, SOURCE, [span], InfillOptions())
+    answer = probe.encode("    y = = x * 2\n    return y")  # broken whatever is asked again
+
+    def fill(**options):
+        oracle = oracle_for_canvases([(canvas, [answer])])
+        options = InfillOptions(NO_SELF_CORRECTION, token_edits=0, **options)
+        return infill(oracle, document, [span], options).stats
+
+    first = fill(retries=0, fresh_fills=0).forward_passes
+    unbounded = fill(retries=3, fresh_fills=2, pass_budget=None)
+    assert unbounded.fresh_fills == 2 and unbounded.forward_passes > 4 * first
+    spent = {budget: fill(retries=3, fresh_fills=2, pass_budget=budget).forward_passes
+             for budget in range(first, unbounded.forward_passes + 2)}  # fmt: skip
+    assert spent == {budget: min(budget, unbounded.forward_passes) for budget in spent}
+
+
 def test_a_single_line_gets_no_fresh_fill(make_oracle, oracle_for_canvases):
     span = line_span(SOURCE, 3, 3)
     steps = []

@@ -130,10 +130,8 @@ def repair(
                 break
             hook = as_fresh_fill(on_step, attempt)
             fresh = fresh_fill(denoiser, canvas, rows, broken, config, attempt, budget, hook, cancelled)
-            # Its passes count twice against the budget (in `counted`, and as the trial's own), as
-            # they did when its retries and edits were a repair of their own: kept, so that a
-            # budget allows the same steps.
-            trial = Rows.of(fresh, problems_of, counted=rows.forward_passes + fresh.stats.forward_passes)
+            # counted before the trial's own passes (the fresh fill's among them): the rows' so far
+            trial = Rows.of(fresh, problems_of, counted=rows.forward_passes)
             done.fresh_fills += 1
         # re-mask the tokens the problems touch and sample them again, a few rounds
         done.retries += retry(denoiser, trial, problems_of, config, policy.retries, hook, cancelled, budget)
