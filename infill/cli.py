@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "errors (0: never; default %(default)s)")
     sampler.add_argument("--pass-budget", type=int, default=None, metavar="N",
                          help="forward passes of the model a fill and its repair steps (retries, edits, "
-                         "fresh fills) take in all (bounds the time a broken fill takes; 0: no bound; "
+                         "fresh fills) take in all, with --fix too (after its scoring passes); bounds the "
+                         "time a broken fill takes; 0: no bound; "
                          f"default {InfillOptions.pass_budget}, {PUBLISHED_PASS_BUDGET} with a published "
                          "model)")
     add_renamed_flags(sampler)

@@ -172,6 +172,7 @@ class FixOptions:
     retries: int = 4  # syntax retries when the repaired span still has (or gets) syntax problems
     token_edits: int = 6  # then parser-checked single-token edits (infill.engine.repair.token_edits)
     #   (no fresh fills, InfillOptions.fresh_fills: a fix keeps the code it does not flag)
+    pass_budget: int | None = InfillOptions.pass_budget  # the repair's passes, the fill's included
 
     def __post_init__(self) -> None:
         for name in ("threshold", "max_fraction"):
@@ -185,16 +186,19 @@ class FixOptions:
             context_length=self.context_length,
             retries=self.retries,
             token_edits=self.token_edits,
+            pass_budget=self.pass_budget,
         )
 
     @classmethod
     def from_infill(cls, options: InfillOptions, **overrides) -> FixOptions:
-        """The fix options of a request made with infill `options`: the same sampler, window
-        and syntax retries (`overrides`: the fields only fix has, e.g. `threshold`)."""
+        """The fix options of a request made with infill `options`: the same sampler, window,
+        retries, token edits and pass budget (`overrides`: the fields only fix has, e.g.
+        `threshold`)."""
         return cls(
             options.sampler,
             context_length=options.context_length,
             retries=options.retries,
             token_edits=options.token_edits,
+            pass_budget=options.pass_budget,
             **overrides,
         )

@@ -106,6 +106,7 @@ class FixRequest:
             retries=options.retries,
             token_edits=options.token_edits,
             fresh_fills=0,
+            pass_budget=options.pass_budget,
             only_where_broken=True,
         )
         select = partial(select_unlikely, options=options)

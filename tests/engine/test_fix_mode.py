@@ -267,3 +267,22 @@ def test_a_span_that_still_does_not_parse_gets_syntax_retries(make_oracle):
     assert apply_edits(broken, mended.edits) == CORRECT
     assert mended.stats.retries == 1 and [t.text for t in mended.flagged] != []
     assert ")" in [t.text for t in mended.flagged]
+
+
+def test_the_pass_budget_bounds_a_fixs_repair(make_oracle):
+    """Fix mode takes --pass-budget as a fill does: its fill and repair within it (the scoring
+    pass before them is its own)."""
+    broken = CORRECT.replace("width * height", "width ) height")
+    document = document_from_bytes(broken.encode())
+    span = line_span(broken, 5, 5)
+    def passes(budget):
+        oracle = oracle_knowing(make_oracle, CORRECT, broken, [span])
+        options = FixOptions(threshold=0.0, token_edits=0, pass_budget=budget)
+        stats = fix(oracle, document, [span], options).stats
+        assert stats.forward_passes == oracle.calls
+        return stats.forward_passes - 1, stats.repair_passes  # the scoring pass left out
+
+    unbounded = passes(None)
+    assert unbounded[1] == 2  # two retry passes: the budget below binds
+    assert passes(1) == (1, 1)
+    assert passes(2) == passes(400) == unbounded
