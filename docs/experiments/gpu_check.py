@@ -17,7 +17,7 @@ Then `infill-bench shapes` on `--shapes` (default dream-7b; "tiny" for the bench
 stand-ins): load, full pass, cached pass, fills at 4/8/16 passes, peak memory.
 
 Writes DIR/gpu_check.json and DIR/shapes.json, prints a table; exit 1 if a family's agreement
-is under 0.8 (the share the int8 tests ask for: tests/test_quantize.py) or a fill failed. It
+is under 0.8 (the share the int8 tests ask for: tests/models/test_quantize.py) or a fill failed. It
 needs torch, transformers, tokenizers, safetensors, tree-sitter and tree-sitter-python; not
 pytest, pygls or the other grammars (the GPU machines lack them: docs/gpu-recipe.md, "Issue 26's
 GPU check", says how tree-sitter travels there).
