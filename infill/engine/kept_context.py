@@ -39,7 +39,7 @@ import torch
 from infill.engine.canvas import build_canvas
 from infill.text.document import Document
 from infill.text.spans import Span
-from infill.text.window import parsing_window, window_around
+from infill.text.window import staging_window
 
 MIN_RUN = 8
 """Aligned runs shorter than this many tokens are computed afresh (chance matches)."""
@@ -144,10 +144,10 @@ def context_ids(
     fill at ``offset`` tokenizes it (split there), framed as the family frames it
     (infill.engine.canvas)."""
     context_length = context_length or denoiser.context_length
-    text = document.text
-    part = parsing_window(document, window_around(text, offset, offset, context_length))
+    part = staging_window(document, offset, offset, context_length)
     here = offset - part.start
-    canvas = build_canvas(denoiser, text[part.start : part.end], [Span(here, here)], 0, context_length)
+    text = document.text[part.start : part.end]
+    canvas = build_canvas(denoiser, text, [Span(here, here)], 0, context_length)
     return torch.tensor([canvas.ids])
 
 

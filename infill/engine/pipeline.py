@@ -47,7 +47,7 @@ from infill.errors import Cancelled, InputError
 from infill.options import SamplerConfig
 from infill.text.document import Document
 from infill.text.spans import Span
-from infill.text.window import Window, parsing_window, window_around
+from infill.text.window import Window, staging_window
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
@@ -268,7 +268,8 @@ class Windowed:
 
 def in_window(denoiser: Denoiser, job: Job) -> Windowed:
     """The window step: the job on the text of the file that its model can reach around its
-    spans (infill.text.window.window_around, for the job's context length), so that a request
+    spans (infill.text.window.staging_window, for the job's context length; widened where a cut
+    would not parse, so that the repair stage judges as in the file), so that a request
     costs what the model's window costs, not the file. Only that text is tokenized, parsed by
     the repair stage's checks, and searched by recall; a file that is not much longer than the
     window is its own window, and the job is the same job.
@@ -277,8 +278,7 @@ def in_window(denoiser: Denoiser, job: Job) -> Windowed:
     `window`): this step owns which text the stages see, that cut only how many of its tokens.
     """
     context = job.context_length or denoiser.context_length
-    window = window_around(job.document.text, job.spans[0].start, job.spans[-1].end, context)
-    window = parsing_window(job.document, window)  # so that the repair stage judges as in the file
+    window = staging_window(job.document, job.spans[0].start, job.spans[-1].end, context)
     document, spans = window.document(job.document), [window.span(span) for span in job.spans]
     if job.layout is not None:
         document, spans = job.layout(document, spans)

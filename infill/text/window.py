@@ -75,6 +75,13 @@ def window_around(text: str, start: int, end: int, context_tokens: int) -> Windo
     return Window(low, high)
 
 
+def staging_window(document: Document, start: int, end: int, context_tokens: int) -> Window:
+    """The window a fill of [start, end) of ``document`` is staged on (the pipeline's window step,
+    and the language server's kept context ahead of a fill): :func:`window_around`, widened by
+    :func:`parsing_window` where it would not parse."""
+    return parsing_window(document, window_around(document.text, start, end, context_tokens))
+
+
 def parsing_window(document: Document, window: Window) -> Window:
     """`window`, widened to whole top-level statements of the file where its text does not parse
     and the file does (a window that starts inside a class body or a multi-line string).
