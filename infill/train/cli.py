@@ -189,7 +189,7 @@ def stage_recipe(args) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     workers, batch, limit = args.workers, args.batch_size, args.limit_files
-    recipe(args.out, args.device, args.tiny, args.minutes, workers, batch, limit)
+    recipe(args.out, args.device, args.tiny, args.minutes, workers, batch, limit, init_from=args.init_from)
 
 
 def stage_finetune(args) -> None:
@@ -234,23 +234,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit-files", type=int, default=None, help="corpus, recipe: keep at most N files")
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--seq-len", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="sequences a step (model: 32; finetune: 16; recipe: the largest that fits)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="sequences a step (model: 32; finetune: 16; recipe: the largest that fits)",
+    )
     parser.add_argument("--steps", type=int, default=None,
                         help="model: the schedule's last step (default 2000); finetune: stop after this "
                         "many steps even if --minutes are left")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None, help="peak (model: 2e-3; finetune: 5e-4)")
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="model: wall-clock budget for this run; finetune: the training time, "
-                        "counted over resumed runs (default 20); recipe: a further command's wall time "
-                        "(default 3; the first command follows its 9-minute plan)")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="model: wall-clock budget for this run; finetune: the training time, "
+        "counted over resumed runs (default 20); recipe: a further command's wall time "
+        "(default 3; the first command follows its 9-minute plan, or with --init-from "
+        "takes this long, default the first command's plan)",
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--workers", type=int, default=None,
                         help="model, recipe: processes making training batches (0: the training process; "
                         "model: 0; recipe: all cores but two on a GPU); on a GPU, enough that it "
                         "never waits")  # fmt: skip
     parser.add_argument("--init-from", type=Path, default=None,
-                        help="model: start from these weights (e.g. infill/default_model); --steps counts on")
+                        help="model: start from these weights (e.g. infill/default_model); --steps counts "
+                        "on; recipe: a first command that trains on from this exported model in --minutes "
+                        "(default: the first command's plan)")  # fmt: skip
     default_mix = ",".join(f"{kind}={getattr(MaskMix(), kind):g}" for kind in EXAMPLE_KINDS)
     parser.add_argument("--mix", type=mix_argument, default=MaskMix(), metavar="KIND=W,...",
                         help="model, finetune: the kinds of training example and their weights, e.g. "

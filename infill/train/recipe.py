@@ -3,6 +3,8 @@
     infill-train recipe --device cuda --out /tmp/infill-gpu       # the whole job, 9 minutes
     infill-train recipe --device cuda --out /tmp/infill-gpu --minutes 3
                                                                   # optional: train on, 3 minutes
+    infill-train recipe --device cuda --out /tmp/infill-gpu --init-from infill/default_model --minutes 8
+                                                                  # or: train on from a shipped model
     infill-train recipe --device cpu --tiny --out /tmp/tiny       # the same code at toy scale
 
 GPU time comes in leases of 15 minutes, machine start included, at most 10 minutes a command. So
@@ -29,9 +31,11 @@ A further command on the same `--out` (the machine's disk) goes on from the chec
 new, lower schedule over its own `--minutes` (`more_plan`: launch, train, export), and exports
 again: every command leaves a usable model.
 
-The model size comes from CPU measurements (`infill-bench sizes`, docs/gpu-recipe.md): the largest
-whose one-line fill stays within about 400 ms on two cores with the context cache at a 512-token
-canvas (half the autoregressive baseline's 0.8 s).
+A first command may instead start from an exported model (`--init-from`, e.g. the shipped
+one): the same phases in `--minutes` (`from_plan`; default: the first command's 530 s), its size,
+context and tokenizer taken from that model, training going on from its weights, step count and
+token count on the further commands' lower schedule; training.json keeps its log before the new
+one. So every lent GPU can add to the model instead of training the same one again.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from infill.models.native.model import InfillConfig, InfillModel
 from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import build_corpus, source_roots, stdlib_root
 from infill.train.export import MAX_SHARD, export_model, read_log
-from infill.train.train import TrainConfig, train
+from infill.train.train import TrainConfig, prior_training, train
 
 # The largest size measured whose one-line fill at a 512-token canvas stays within about 400 ms on
 # two cores with the context cache (`infill-bench sizes`; the figures are in docs/gpu-recipe.md).
@@ -124,6 +128,22 @@ def more_plan(minutes: float) -> TimePlan:
     return TimePlan((launch, Phase("train", train, "the rest of --minutes"), export))
 
 
+def from_plan(minutes: float) -> TimePlan:
+    """A first command that trains on from an exported model in `minutes`: GPU_PLAN's phases, its
+    training the time the others leave."""
+    others = sum(phase.seconds for phase in GPU_PLAN.phases if phase.name != "train")
+    train = 60 * minutes - others
+    if train < 30:
+        least = (others + 30) / 60
+        raise SystemExit(
+            f"infill-train recipe: {minutes} minutes leave no time to train (at least {least:.1f})"
+        )
+    phases = (
+        Phase("train", train, "the rest of --minutes") if p.name == "train" else p for p in GPU_PLAN.phases
+    )
+    return TimePlan(tuple(phases))
+
+
 class Deadlines:
     """The plan against a clock: how long a phase has left, and the seconds each one took."""
 
@@ -176,6 +196,7 @@ class RecipeSettings:
     lr: float
     steps: int
     model: dict = field(default_factory=dict)
+    init_from: str | None = None  # the exported model training started from (None: from scratch)
 
     @classmethod
     def load(cls, path: Path) -> RecipeSettings:
@@ -191,16 +212,29 @@ def recipe(
     batch_size: int | None = None,
     limit_files: int | None = None,
     deadlines: Deadlines | None = None,
+    init_from: Path | None = None,
 ) -> Path:
-    """The first command (no checkpoint in `out`) or a further one of `minutes`; returns `out/export`."""
+    """The first command (no checkpoint in `out`; from scratch, or from the exported model
+    `init_from`) or a further one of `minutes`; returns `out/export`."""
     further = (out / "checkpoint" / "state.pt").exists()
-    if minutes is not None and not further:
+    if minutes is not None and not further and init_from is None:
         plan = f"GPU_PLAN, {GPU_PLAN.seconds / 60:.0f} minutes"
         raise SystemExit(
             f"infill-train recipe: the first command follows {plan}; --minutes is for a further one"
+            " (or for one that starts --init-from a model)"
         )
+    if init_from is not None and not further:
+        init_from = check_init_model(init_from, tiny)
+    elif init_from is not None:
+        print(f"recipe: {out} holds a checkpoint: training goes on from it, not from {init_from}", flush=True)
+        init_from = None
     if deadlines is None:
-        deadlines = Deadlines(more_plan(minutes or 3.0) if further else GPU_PLAN)
+        if further:
+            deadlines = Deadlines(more_plan(minutes or 3.0))
+        elif init_from is not None:
+            deadlines = Deadlines(from_plan(minutes or GPU_PLAN.seconds / 60))
+        else:
+            deadlines = Deadlines(GPU_PLAN)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("infill-train recipe: --device cuda, torch sees no GPU (or: --device cpu --tiny)")
     if workers is None:  # on a GPU machine all cores but two make batches; on a CPU they train
@@ -212,7 +246,7 @@ def recipe(
         with deadlines.phase("corpus"):
             build_corpus_once(out, tiny, workers, limit_files, lambda: deadlines.passed("corpus"))
         with deadlines.phase("probe"):
-            settings = recipe_settings(out, device, tiny, batch_size)
+            settings = recipe_settings(out, device, tiny, batch_size, init_from)
     else:
         settings = recipe_settings(out, device, tiny, batch_size)
     config = train_config(out, settings, workers, further, stop_at=time.time() + deadlines.left("train"))
@@ -225,6 +259,21 @@ def recipe(
     with deadlines.phase("export"):
         target = export(out, settings, state, complete, deadlines.took)
     return target
+
+
+def check_init_model(folder: Path, tiny: bool) -> Path:
+    """The absolute path of an exported native model to start from, or a clear refusal."""
+    from infill.model_info import native_model_problem
+
+    problem = native_model_problem(folder)
+    if problem:
+        raise SystemExit(f"infill-train recipe: --init-from {folder}: {problem}")
+    if (
+        not tiny
+        and json.loads((folder / "config.json").read_text())["hidden_size"] <= TINY_MODEL["hidden_size"]
+    ):
+        raise SystemExit(f"infill-train recipe: --init-from {folder} is a tiny model; add --tiny")
+    return folder.resolve()
 
 
 def build_corpus_once(out: Path, tiny: bool, workers: int, limit: int | None, deadline) -> None:
@@ -241,19 +290,25 @@ def train_config(
     out: Path, settings: RecipeSettings, workers: int, further: bool, stop_at: float
 ) -> TrainConfig:
     """Training until the train phase's deadline, `stop_at` (tiny: also until a few steps): the
-    first command's schedule from step 0, a further command's a new, lower one from the checkpoint."""
+    first command's schedule from step 0; a further command's a new, lower one from the checkpoint,
+    and so does a first command that starts from an exported model (`settings.init_from`)."""
+    init_from = None if further or settings.init_from is None else Path(settings.init_from)
     steps = settings.steps
-    if further and settings.tiny:
-        state = torch.load(out / "checkpoint" / "state.pt", weights_only=True, map_location="cpu")
+    if settings.tiny and (further or init_from is not None):
+        if further:
+            state = torch.load(out / "checkpoint" / "state.pt", weights_only=True, map_location="cpu")
+        else:
+            state = prior_training(init_from)
         steps = state["step"] + TINY_MORE_STEPS
+    lower = further or init_from is not None
     return TrainConfig(
         out=out,
         corpus=out / "corpus.jsonl.gz",
         seq_len=settings.seq_len,
         batch_size=settings.batch_size,
         steps=steps,
-        lr=MORE_LR if further else settings.lr,
-        warmup=5 if settings.tiny else (50 if further else 200),
+        lr=MORE_LR if lower else settings.lr,
+        warmup=5 if settings.tiny else (50 if lower else 200),
         stop_at=stop_at,  # a phase already out of time still makes one step
         new_schedule=further,
         checkpoint_every=10**9,  # by time instead: a GPU makes many steps a second
@@ -262,15 +317,19 @@ def train_config(
         device=settings.device,
         workers=workers,
         model=settings.model,
+        init_from=init_from,
     )
 
 
-def recipe_settings(out: Path, device: str, tiny: bool, batch_size: int | None) -> RecipeSettings:
-    """The shipped tokenizer into `out`, and what to train: read from recipe.json, else decided
-    (the batch size by a probe on the GPU) and written there."""
+def recipe_settings(
+    out: Path, device: str, tiny: bool, batch_size: int | None, init_from: Path | None = None
+) -> RecipeSettings:
+    """The tokenizer (the shipped one, or `init_from`'s) into `out`, and what to train: read from
+    recipe.json, else decided (the size: the recipe's or `init_from`'s; the batch size by a probe on
+    the GPU) and written there."""
     tokenizer_path = out / "tokenizer.json"
     if not tokenizer_path.exists():
-        shutil.copyfile(DEFAULT_MODEL_DIR / "tokenizer.json", tokenizer_path)
+        shutil.copyfile((init_from or DEFAULT_MODEL_DIR) / "tokenizer.json", tokenizer_path)
     path = out / "recipe.json"
     if path.exists():
         settings = RecipeSettings.load(path)
@@ -278,7 +337,9 @@ def recipe_settings(out: Path, device: str, tiny: bool, batch_size: int | None) 
             raise SystemExit(f"infill-train recipe: {out} holds a {'tiny' if settings.tiny else 'full'} run")
         settings.device = device  # the same run may go on elsewhere (e.g. checked on a CPU)
         return settings
-    if tiny:
+    if init_from is not None:
+        settings = settings_from_model(init_from, device, tiny, batch_size, CodeTokenizer.load(out))
+    elif tiny:
         settings = RecipeSettings(device, True, 128, batch_size or 4, LR, TINY_STEPS, TINY_MODEL)
     else:
         model = dict(RECIPE_MODEL)
@@ -288,6 +349,24 @@ def recipe_settings(out: Path, device: str, tiny: bool, batch_size: int | None) 
     path.write_text(json.dumps(asdict(settings), indent=1))
     print(f"recipe: {json.dumps(asdict(settings))}", flush=True)
     return settings
+
+
+def settings_from_model(
+    folder: Path, device: str, tiny: bool, batch_size: int | None, tok: CodeTokenizer
+) -> RecipeSettings:
+    """What to train when starting from the exported model in `folder`: its size and context."""
+    config = json.loads((folder / "config.json").read_text())
+    model = {
+        name: config[name]
+        for name in ("hidden_size", "num_layers", "num_heads", "mlp_ratio")
+        if name in config
+    }
+    seq_len = config["context_length"]
+    if tiny:
+        return RecipeSettings(device, True, seq_len, batch_size or 4, MORE_LR, TINY_STEPS, model, str(folder))
+    if batch_size is None:
+        batch_size = probe_batch_size(tok, model, seq_len, device)
+    return RecipeSettings(device, False, seq_len, batch_size, MORE_LR, 10**9, model, str(folder))
 
 
 def probe_batch_size(tok: CodeTokenizer, model_args: dict, seq_len: int, device: str) -> int:
@@ -331,9 +410,20 @@ def export(
     manifest = json.loads((out / "manifest.json").read_text())
     counts = manifest["counts"]
     device = torch.cuda.get_device_name() if settings.device.startswith("cuda") else "CPU"
+    log = read_log(out)
+    trained = state["seconds"]
+    if settings.init_from is not None:  # its training before this run: the log and where it came from
+        prior = json.loads((Path(settings.init_from) / "training.json").read_text())
+        trained -= prior.get("seconds") or 0.0
+        first = log[0]["step"] if log else state["step"]
+        log = [row for row in prior.get("log", []) if row.get("step", 0) < first] + log
+    origin = f"infill-train recipe, {trained / 60:.1f} min on {device}"
+    if settings.init_from is not None:
+        before = prior.get("origin", settings.init_from)
+        origin += f", trained on from {prior.get('steps', 0)} steps of: {before}"
     info = {
         "name": "infill recipe model" + (" (tiny)" if settings.tiny else ""),
-        "origin": f"infill-train recipe, {state['seconds'] / 60:.1f} min on {device}",
+        "origin": origin,
         "data": f"{counts.get('kept', 0)} Python files of the standard library and installed packages "
         f"({counts.get('chars_train', 0) / 1e6:.0f}M characters), deduplicated; held out: "
         + ", ".join(manifest["heldout_packages"]),
@@ -347,7 +437,7 @@ def export(
         "sources": manifest.get("sources", {}),  # per package: origin, version, license (the manifest stays)
     }
     shard = TINY_SHARD if settings.tiny else MAX_SHARD  # tiny: shards all the same, to check them
-    target = export_model(checkpoint, out / "export", info, log=read_log(out), shard=shard)
+    target = export_model(checkpoint, out / "export", info, log=log, shard=shard)
     files = sorted(f.name for f in target.iterdir())
     print(f"recipe: exported {state['step']} steps, {state['tokens'] / 1e6:.1f}M tokens -> {target}: "
           f"{', '.join(files)}", flush=True)  # fmt: skip

@@ -1,6 +1,7 @@
 """The GPU recipe at toy scale on the CPU, end to end: corpus, training, sharded export, reload,
 a fill through the CLI; its time plan (phases that add up to one command, a phase that runs long
-cut, never the export); and a further command going on from the first one's checkpoint."""
+cut, never the export); a further command going on from the first one's checkpoint; and a first
+command starting from an exported model."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from infill.train.recipe import (
     Deadlines,
     Phase,
     TimePlan,
+    from_plan,
     more_plan,
     recipe,
 )
@@ -111,6 +113,71 @@ def test_a_further_command_goes_on_from_the_checkpoint_with_a_new_schedule_and_e
     assert training["steps"] == TINY_STEPS + TINY_MORE_STEPS and set(training["phases"]) == {"train"}
 
 
+def test_a_first_command_can_train_on_from_an_exported_model(tiny_run: Path, tmp_path: Path):
+    start = tiny_run / "export"
+    run = tmp_path / "on"
+    args = [
+        "recipe",
+        "--device",
+        "cpu",
+        "--tiny",
+        "--out",
+        str(run),
+        "--init-from",
+        str(start),
+        "--minutes",
+        "9",
+    ]
+    assert train_main(args) == 0
+
+    before = load_backend(start).model.state_dict()
+    after = InfillModel.from_pretrained(run / "checkpoint").state_dict()
+    assert before.keys() == after.keys()
+    # A few steps at the lower peak move each weight by about the learning rate a step; a model
+    # trained from a fresh initialisation instead differs from the start by the weights' own size.
+    moved = max(float((after[name] - before[name]).abs().max()) for name in before)
+    assert 0 < moved < 20 * MORE_LR
+
+    training = json.loads((run / "export" / "training.json").read_text())
+    prior = json.loads((start / "training.json").read_text())
+    assert training["steps"] == TINY_STEPS + TINY_MORE_STEPS and training["tokens"] > prior["tokens"]
+    assert "trained on from 6 steps of: infill-train recipe" in training["origin"]
+    steps = [row["step"] for row in training["log"]]
+    assert (
+        steps == sorted(steps)
+        and steps[0] == prior["log"][0]["step"]
+        and steps[-1] == TINY_STEPS + TINY_MORE_STEPS
+    )
+    earlier = [row for row in prior["log"] if row["step"] < TINY_STEPS]
+    assert earlier and [row for row in training["log"] if row["step"] < TINY_STEPS] == earlier
+    new = [row for row in training["log"] if "lr" in row and row["step"] > TINY_STEPS]
+    assert new and all(row["lr"] <= MORE_LR for row in new)
+    assert (run / "tokenizer.json").read_bytes() == (start / "tokenizer.json").read_bytes()
+
+
+def test_init_from_a_folder_that_is_not_a_native_model_is_refused(tiny_run: Path, tmp_path: Path):
+    args = ["recipe", "--device", "cpu", "--tiny", "--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit, match="no model directory"):
+        train_main([*args, "--init-from", str(tmp_path / "nothing")])
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text('{"model_type": "qwen2"}')
+    with pytest.raises(SystemExit, match="only infill's own"):
+        train_main([*args, "--init-from", str(tmp_path / "other")])
+    with pytest.raises(SystemExit, match="is a tiny model; add --tiny"):
+        train_main(
+            [
+                "recipe",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "run"),
+                "--init-from",
+                str(tiny_run / "export"),
+            ]
+        )
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_gpu_plan_fits_one_command_and_ends_with_the_export():
     names = [phase.name for phase in GPU_PLAN.phases]
     assert names == ["launch", "corpus", "probe", "train", "export"]
@@ -121,6 +188,12 @@ def test_the_gpu_plan_fits_one_command_and_ends_with_the_export():
     assert all(phase.seconds > 0 and phase.basis for phase in GPU_PLAN.phases)
     further = more_plan(3)
     assert [p.name for p in further.phases] == ["launch", "train", "export"] and further.seconds == 180
+    start = from_plan(7)  # from an exported model: all of GPU_PLAN's phases, in --minutes
+    assert [p.name for p in start.phases] == names and start.seconds == 7 * 60
+    default = from_plan(GPU_PLAN.seconds / 60)  # its default: the first command's plan
+    assert [p.seconds for p in default.phases] == [p.seconds for p in GPU_PLAN.phases]
+    with pytest.raises(SystemExit, match="no time to train"):
+        from_plan(3)
 
 
 class FakeClock:
@@ -172,7 +245,7 @@ def test_the_training_code_imports_without_tree_sitter():
     """The GPU machine has torch, transformers and tokenizers but not tree-sitter or pygls."""
     missing = ["tree_sitter", "tree_sitter_python", "unidiff", "pygls"]
     blocked = f"import sys; sys.modules.update(dict.fromkeys({missing!r}))"
-    code = f"{blocked}; import infill.train.cli, infill.train.recipe, infill.train.train"
+    code = f"{blocked}; import infill.train.cli, infill.train.recipe, infill.train.train, infill.model_info"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
 
