@@ -161,16 +161,42 @@ def test_models_without_a_null_token_are_not_recalled_for(oracle_for_canvases):
     assert result is sampled and taken == 0
 
 
+# A long line repeated two functions apart. The shipped model copies short lines like TESTS's
+# `G.add_edge(1, 2)` by itself (since 2026-11-26's second GPU model); this one it does not.
+FAR_LINE = "    G.add_weighted_edges_from([(1, 2, 0.5), (2, 3, 1.5)])"
+FAR = f"""import networkx as nx
+
+
+def test_one():
+    G = nx.Graph()
+{FAR_LINE}
+    assert len(G) == 3
+
+
+def helper(values):
+    total = 0
+    for value in values:
+        total += value
+    return total
+
+
+def test_three():
+    G = nx.Graph()
+{FAR_LINE}
+    assert 1 in G
+"""
+
+
 def test_the_shipped_model_fills_a_repeated_line_exactly_with_recall_and_not_without():
-    """Through the pipeline, the shipped model: the third test's line, masked, is the line the
-    other two have there; without the recall stage the model writes something else."""
+    """Through the pipeline, the shipped model: the last test's line, masked, is the line the
+    first one has there; without the recall stage the model writes something else."""
     backend = load_backend(DEFAULT_MODEL_DIR, threads=2)
-    span = span_of(TESTS, "    G.add_edge(1, 2)")
-    document = Document(TESTS, bom=False, newline="\n")
+    span = span_of(FAR, FAR_LINE)
+    document = Document(FAR, bom=False, newline="\n")
     on = infill(backend, document, [span], InfillOptions())
     off = infill(backend, document, [span], InfillOptions(recall=False))
-    assert on.spans[0].new_text == "    G.add_edge(1, 2)" and on.stats.recalled == 1
-    assert off.spans[0].new_text != "    G.add_edge(1, 2)" and off.stats.recalled == 0
+    assert on.spans[0].new_text == FAR_LINE and on.stats.recalled == 1
+    assert off.spans[0].new_text != FAR_LINE and off.stats.recalled == 0
     assert on.stats.forward_passes == off.stats.forward_passes  # recall ranks on the first pass
 
 
@@ -181,9 +207,9 @@ def test_ranking_on_the_samplers_first_pass_is_ranking_on_a_pass_of_recalls_own(
     from infill.engine.recall import SlotLogProbs
 
     backend = load_backend(DEFAULT_MODEL_DIR, threads=2)
-    document = Document(TESTS, bom=False, newline="\n")
-    for line in ("    G.add_edge(1, 2)", "    assert 1 in G"):
-        canvas = build_canvas(backend, TESTS, [span_of(TESTS, line)])
+    document = Document(FAR, bom=False, newline="\n")
+    for line in (FAR_LINE, "    assert 1 in G"):
+        canvas = build_canvas(backend, FAR, [span_of(FAR, line)])
         ids = torch.tensor([canvas.ids])
         editable = torch.tensor([canvas.editable()])
         config = dataclasses.replace(InfillOptions().sampler, steps=16, first_view=True)
@@ -203,14 +229,14 @@ def test_the_cli_recalls_a_line_and_says_so_and_no_recall_turns_it_off(tmp_path,
     from infill.cli import main
 
     path = tmp_path / "tests.py"
-    path.write_text(TESTS)
-    line = TESTS[: span_of(TESTS, "    G.add_edge(1, 2)").start].count("\n") + 1
+    path.write_text(FAR)
+    line = FAR[: span_of(FAR, FAR_LINE).start].count("\n") + 1
     assert main([str(path), "--lines", str(line), "--stats", "--threads", "2"]) == 0
     out = capsys.readouterr()
-    assert "lines recalled: 1" in out.err and "+    G.add_edge(1, 2)" not in out.out  # the line as it was
+    assert "lines recalled: 1" in out.err and f"+{FAR_LINE}" not in out.out  # the line as it was
     assert main([str(path), "--lines", str(line), "--stats", "--threads", "2", "--no-recall"]) == 0
     out = capsys.readouterr()
-    assert "lines recalled" not in out.err and "-    G.add_edge(1, 2)" in out.out  # the model's own line
+    assert "lines recalled" not in out.err and f"-{FAR_LINE}" in out.out  # the model's own line
 
 
 def test_inline_completion_on_a_blank_line_offers_the_recalled_line_first():
