@@ -37,6 +37,7 @@ from typing import Any
 from lsprotocol import types
 
 from infill.options import QUANTIZE_MODES  # torch-free
+from lsp_server.settings import DTYPES  # torch-free
 
 URI = "file:///infill-measure/example.py"
 FILL_LINE = 100  # 0-based line of the one-line fill
@@ -134,8 +135,13 @@ async def measure_async(
             stderr_tail[:] = [*stderr_tail[-20:], line]
 
     draining = asyncio.create_task(drain_stderr())
-    results: dict[str, Any] = {"model": model or "(shipped)", "runs": runs, "quantize": quantize or "auto",
-                               "dtype": dtype or "auto", "pid": server.pid}
+    results: dict[str, Any] = {
+        "model": model or "(shipped)",
+        "runs": runs,
+        "quantize": quantize or "auto",
+        "dtype": dtype or "auto",
+        "pid": server.pid,
+    }
     try:
         await client.initialize_async(
             types.InitializeParams(capabilities=types.ClientCapabilities(), initialization_options=options)
@@ -290,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="torch threads in the server (default: torch's choice)")
     parser.add_argument("--quantize", choices=QUANTIZE_MODES,
                         help="the server's quantize setting (default: the server's own)")  # fmt: skip
-    parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"],
+    parser.add_argument("--dtype", choices=DTYPES,
                         help="the server's dtype setting (default: the server's own)")  # fmt: skip
     parser.add_argument("--file-lines", type=line_counts, default=OTHER_LINES, metavar="N,N",
                         help="other file lengths to time the one-line fill in (default 2000,20000; "

@@ -3,7 +3,7 @@
     infill-train recipe --device cuda --out /tmp/infill-gpu       # the whole job, 9 minutes
     infill-train recipe --device cuda --out /tmp/infill-gpu --minutes 3
                                                                   # optional: train on, 3 minutes
-    infill-train recipe --device cuda --out /tmp/infill-gpu --init-from infill/default_model --minutes 8
+    infill-train recipe --device cuda --out /tmp/infill-gpu --init-from infill/default_model --minutes 9
                                                                   # or: train on from a shipped model
     infill-train recipe --device cpu --tiny --out /tmp/tiny       # the same code at toy scale
 
@@ -36,6 +36,10 @@ one): the same phases in `--minutes` (`from_plan`; default: the first command's 
 context and tokenizer taken from that model, training going on from its weights, step count and
 token count on the further commands' lower schedule; training.json keeps its log before the new
 one. So every lent GPU can add to the model instead of training the same one again.
+
+The model size comes from CPU measurements (`infill-bench sizes`, docs/gpu-recipe.md): the largest
+whose one-line fill stays within about 400 ms on two cores with the context cache at a 512-token
+canvas (half the autoregressive baseline's 0.8 s).
 """
 
 from __future__ import annotations
@@ -411,16 +415,14 @@ def export(
     counts = manifest["counts"]
     device = torch.cuda.get_device_name() if settings.device.startswith("cuda") else "CPU"
     log = read_log(out)
-    trained = state["seconds"]
+    origin = f"infill-train recipe, {state['seconds'] / 60:.1f} min on {device}"
     if settings.init_from is not None:  # its training before this run: the log and where it came from
         prior = json.loads((Path(settings.init_from) / "training.json").read_text())
-        trained -= prior.get("seconds") or 0.0
+        minutes = (state["seconds"] - (prior.get("seconds") or 0.0)) / 60
+        before = f"{prior.get('steps', 0)} steps of: {prior.get('origin', settings.init_from)}"
+        origin = f"infill-train recipe, {minutes:.1f} min on {device}, trained on from {before}"
         first = log[0]["step"] if log else state["step"]
         log = [row for row in prior.get("log", []) if row.get("step", 0) < first] + log
-    origin = f"infill-train recipe, {trained / 60:.1f} min on {device}"
-    if settings.init_from is not None:
-        before = prior.get("origin", settings.init_from)
-        origin += f", trained on from {prior.get('steps', 0)} steps of: {before}"
     info = {
         "name": "infill recipe model" + (" (tiny)" if settings.tiny else ""),
         "origin": origin,
