@@ -185,9 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run the modeling code shipped beside the checkpoint instead of infill's own "
                        "implementation (it is never run without this flag)")
     model.add_argument("--quantize", choices=QUANTIZE_MODES, default="auto",
-                       help="int8: the linear layers' weights in 8 bits, a quarter of their float32 memory "
-                       "(CPU and float32 only); none: as stored; auto (default): int8 for models of 100M "
-                       "parameters or more on the CPU in float32 (quality and speed: docs/models.md)")
+                       help="int4: the linear layers' weights in 4 bits with group-wise scales (CPU); "
+                       "int8: in 8 bits (CPU and float32 only); none: as stored; auto (default): for "
+                       "models of 100M parameters or more on the CPU, int8 where it fits in half the memory, "
+                       "else int4 "
+                       "(quality and speed: docs/models.md)")
     model.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
     out = parser.add_argument_group("output")
     mode = out.add_mutually_exclusive_group()

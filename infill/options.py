@@ -20,7 +20,7 @@ ORDERS = ("confidence", "margin", "left-to-right", "maskgit_plus", "topk_margin"
 #   the unmasking rules (infill.engine.unmasking): this project's names first, then the published ones
 LENGTH_POLICIES = ("first-pass", "free", "given")
 PROTOCOLS = ("engine", "authors")  # this engine's sampler and stages, or each family's published loop
-QUANTIZE_MODES = ("auto", "none", "int8")  # how linear layers keep their weights (infill.models.quantize)
+QUANTIZE_MODES = ("auto", "none", "int8", "int4")  # linear layers' weights (infill.models.quantize)
 FAMILY_ORDERS = {  # the `alg` / `remasking` names each family's published loop knows, its default first
     "Dream": ("entropy", "maskgit_plus", "topk_margin", "origin"),
     "DreamOn": ("entropy", "maskgit_plus", "topk_margin"),

@@ -7,13 +7,19 @@ quiet for ``idleRefresh`` seconds (default :data:`IDLE_SECONDS`) after a change,
 one exact full pass over the model's window around the change, in the model's worker thread, so
 that the next request computes its span alone on context that is exact for the text as it is.
 
+A document that opens is prepared the same way (a refresh around its start, after the same
+quiet), so that the first fill in an open file costs what a fill on a prepared context costs.
+
 The refresh is skipped when it would be in the way or of no use: the model is not loaded yet
 (the first fill loads it), another change came in, a request for the document is under way, or
 the fill actions run the authors' loops (which keep no context). A refresh that has started
-runs to its end (one full pass); a request that comes in meanwhile waits for it. So the quiet
-it waits for is at least :data:`QUIET_PER_REFRESH` times what the last refresh took: a few
-milliseconds for the shipped model, about 1.5 s for a 0.5B one on two CPU cores, which then
-refreshes only after 6 s of quiet and rarely holds up an inline completion.
+stops between two layers of its pass when the document changes or any request comes in, and
+the kept context stays as it was (infill.engine.kept_context.KeptContext.refresh): a request
+waits for one layer of it at most (a 7B network's layer on two CPU cores: about a second), an
+inline completion too. The quiet it waits for is at least :data:`QUIET_PER_REFRESH` times what
+the last refresh took: a few milliseconds for the shipped model, about 1.5 s for a 0.5B one on
+two CPU cores, which then refreshes after 6 s of quiet. A refresh that takes longer than a second
+shows as progress (the server's), which the user can cancel.
 """
 
 from __future__ import annotations
@@ -52,18 +58,28 @@ class IdleRefresh:
         self._generation: dict[str, int] = {}
         self.last_seconds = 0.0  # what the last refresh took
 
-    def opened(self, uri: str, text: str) -> None:
+    def opened(self, uri: str, text: str, seconds: float = 0) -> None:
+        """The document opened with ``text``: prepare its context around its start after
+        ``seconds`` of quiet (0: not)."""
         self._texts[uri] = text
+        self._schedule(uri, text, 0, seconds)
 
     def changed(self, uri: str, text: str, seconds: float) -> None:
         """The document is now ``text``: refresh around the change after ``seconds`` of quiet."""
         old = self._texts.get(uri)
         self._texts[uri] = text
+        if old is None or old == text:
+            self._schedule(uri, text, 0, 0)  # nothing to refresh: only a waiting refresh goes
+            return
+        self._schedule(uri, text, change_offset(old, text), seconds)
+
+    def _schedule(self, uri: str, text: str, offset: int, seconds: float) -> None:
+        """Drop the refresh waiting for ``uri``; then, unless ``seconds`` is 0, refresh around
+        ``offset`` of ``text`` after that much quiet."""
         self._cancel(uri)
         self._generation[uri] = self._generation.get(uri, 0) + 1
-        if old is None or old == text or seconds <= 0:
+        if seconds <= 0:
             return
-        offset = change_offset(old, text)
         generation = self._generation[uri]
         loop = asyncio.get_running_loop()
 

@@ -74,3 +74,7 @@ class DocumentJobs:
 
     def all(self) -> list[Job]:
         return list(self._latest.values())
+
+    def busy(self) -> bool:
+        """Whether any job is waiting or running; safe to ask from the worker thread (one read)."""
+        return len(self._latest) > 0

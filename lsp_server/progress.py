@@ -1,4 +1,5 @@
-"""``$/progress`` for one model job: a server-initiated work-done token, a report per step."""
+"""``$/progress`` for one model job (a report per step) and for a context refresh (a report per
+layer): a server-initiated work-done token."""
 
 from __future__ import annotations
 
@@ -71,6 +72,61 @@ class StepProgress:
     def end(self, message: str) -> None:
         if self.token is None:
             return
+        self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
+        self.server.work_done_progress.tokens.pop(self.token, None)
+        self.token = None
+
+
+PROGRESS_AFTER = 1.0
+"""Seconds a context refresh runs before it shows as progress (the shipped model's take a few ms)."""
+
+
+class LayerProgress:
+    """``$/progress`` for one context refresh (lsp_server.idle): begun once it has run for
+    PROGRESS_AFTER seconds, a report per layer of its pass, cancellable (``cancelled`` is set,
+    and the refresh stops before its next layer); nothing if the client has no work-done progress.
+    `end` may come before `begin` has its token: the progress then never shows."""
+
+    def __init__(self, server: Any, title: str) -> None:
+        self.server = server
+        self.title = title
+        self.token: str | None = None
+        self.cancelled = threading.Event()
+        self.finished = False
+
+    async def begin(self) -> None:
+        if self.finished or not self.server.supports_progress:
+            return
+        token = f"infill-{uuid.uuid4()}"
+        try:
+            await self.server.work_done_progress.create_async(token)
+        except Exception as error:  # the client refused: go on without progress
+            logger.info("no progress: %s", error)
+            return
+        if self.finished:  # the refresh ended while the client answered
+            return
+        self.token = token
+        cancel_future = self.server.work_done_progress.tokens.get(token)
+        if cancel_future is not None:
+            cancel_future.add_done_callback(lambda _: self.cancelled.set())
+        begin = types.WorkDoneProgressBegin(title=self.title, cancellable=True, message="context",
+                                            percentage=0)  # fmt: skip
+        self.server.work_done_progress.begin(token, begin)
+
+    def report(self, done: int, total: int) -> None:
+        """Called on the event loop before layer ``done`` (0-based) of ``total``."""
+        if self.token is None:
+            return
+        message = f"layer {done + 1}/{total}"
+        percentage = min(99, done * 100 // max(1, total))
+        report = types.WorkDoneProgressReport(message=message, percentage=percentage)
+        self.server.work_done_progress.report(self.token, report)
+
+    def end(self) -> None:
+        self.finished = True
+        if self.token is None:
+            return
+        message = "stopped" if self.cancelled.is_set() else "ready"
         self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
         self.server.work_done_progress.tokens.pop(self.token, None)
         self.token = None

@@ -46,6 +46,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
@@ -76,7 +77,7 @@ from lsp_server.positions import (
     position_to_offset,
     range_to_offsets,
 )
-from lsp_server.progress import StepProgress
+from lsp_server.progress import PROGRESS_AFTER, LayerProgress, StepProgress
 from lsp_server.settings import SECTION, Settings, parse_settings, renamed_notices, section_of
 from lsp_server.transport import serve_stdio
 
@@ -270,7 +271,8 @@ class InfillLanguageServer(LanguageServer):
         """The idle refresh (lsp_server.idle): one exact full pass over the model's window of
         ``text`` around ``offset``, kept as the document's context; the tokens it computed, 0 if
         skipped (no model loaded yet, a request under way, the authors' loops, a model that
-        keeps no context)."""
+        keeps no context) or stopped (the document changed, a request came in, the user
+        cancelled its progress: it stops between two layers and keeps the context it had)."""
         from infill.engine.kept_context import KeptContext, context_ids
 
         settings, backend = self.settings, self.backend
@@ -284,19 +286,29 @@ class InfillLanguageServer(LanguageServer):
         if not isinstance(denoiser, KeptContext) or language is None:
             return 0
         context_length = clamp_options(self, settings.infill_options(backend), backend).context_length
+        loop = asyncio.get_running_loop()
+        progress = LayerProgress(self, f"infill: preparing {uri.rsplit('/', 1)[-1]}")
+
+        def stop() -> bool:  # in the worker thread, before each layer
+            return not still_wanted() or self.jobs.busy() or progress.cancelled.is_set()
 
         def work() -> int:  # in the worker thread, after any job queued before it
-            if not still_wanted():
+            if stop():
                 return 0
             try:
                 document = actions.text_document(text, language)
             except InputError:  # a lone surrogate: no fill can run on this text either
                 return 0
             ids = context_ids(backend, document, offset, context_length)
-            denoiser.refresh(ids)
-            return ids.shape[1]
+            on_layer = partial(loop.call_soon_threadsafe, progress.report)
+            return ids.shape[1] if denoiser.refresh(ids, stop, on_layer) else 0
 
-        return await asyncio.get_running_loop().run_in_executor(self.model_executor, work)
+        shown = loop.call_later(PROGRESS_AFTER, lambda: loop.create_task(progress.begin()))
+        try:
+            return await loop.run_in_executor(self.model_executor, work)
+        finally:
+            shown.cancel()
+            progress.end()
 
     async def load_backend(self) -> Any:
         """The model for the current settings, loaded in the worker thread on first use (and
@@ -487,7 +499,7 @@ def did_open(ls: InfillLanguageServer, params: types.DidOpenTextDocumentParams) 
     document = ls.workspace.text_documents.get(unquote(uri))
     if document is not None:  # opened again without a close: its alternatives may be of other text
         ls.alternatives.changed(uri, document.version, document.source)
-        ls.idle.opened(uri, document.source)
+        ls.idle.opened(uri, document.source, ls.settings.idle_refresh)  # prepared when the model is in
     ls.publish_diagnostics(uri)
 
 

@@ -11,9 +11,10 @@ section of the client's configuration (``workspace/configuration``,
      "device": "auto",                     # cuda, mps, cpu or auto (the first available)
      "dtype": "auto",                      # float32, bfloat16, float16 or auto (docs/models.md)
      "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)
-     "quantize": "auto",                   # "int8": linear layers' weights in 8 bits (CPU, float32
-                                           #   only); "none"; "auto": int8 for models of 100M
-                                           #   parameters or more where it runs (infill.models.quantize)
+     "quantize": "auto",                   # "int4" / "int8": linear layers' weights in 4 / 8 bits
+                                           #   (CPU; int8 float32 only); "none"; "auto": for 100M
+                                           #   parameters or more on the CPU, int8 where it fits in
+                                           #   half the memory, else int4
      "steps": 32,                          # cap on denoising passes per fill; default: 16 for
                                            # spans of one line or less, 128 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
@@ -89,7 +90,7 @@ class Settings:
     device: str = "auto"  # these four: how infill.models.load loads model_path
     dtype: str = "auto"
     trust_remote_code: bool = False
-    quantize: str = "auto"  # "int8", "none", "auto": the linear layers' weights (infill.models.quantize)
+    quantize: str = "auto"  # "int4", "int8", "none", "auto": linear layers' weights (infill.models.quantize)
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
     idle_refresh: float = IDLE_SECONDS  # seconds of quiet before the kept context is refreshed; 0: never
     languages: tuple[str, ...] | None = None  # names of infill.text.languages (and "text"); None: all

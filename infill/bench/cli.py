@@ -290,6 +290,22 @@ def shapes(args: argparse.Namespace) -> dict:
             "known_shapes": [*SHAPES, *TINY_SHAPES]}  # fmt: skip
 
 
+def loading(args: argparse.Namespace) -> dict:
+    """The peak memory of loading a real-size checkpoint (written once, random), in a fresh process."""
+    from infill.bench.loading import format_rows, measure_loading, write_checkpoint
+
+    if args.checkpoint_dir is None:
+        raise SystemExit("infill-bench loading: --checkpoint-dir DIR (where the checkpoint is, or goes)")
+    rows = []
+    for name in args.shapes:
+        folder = args.checkpoint_dir / name
+        write_checkpoint(name, folder)
+        rows.append(measure_loading(name, folder, args.quantize, args.threads))
+    print(f"loading a random bfloat16 checkpoint in the published layout, {args.threads or 'all'} threads")
+    print(format_rows(rows))
+    return {"rows": [r.__dict__ for r in rows]}
+
+
 def pass_counts(text: str) -> tuple[int, ...]:
     """--passes: comma-separated pass counts, each at least 1."""
     try:
@@ -311,7 +327,7 @@ def size_list(text: str) -> list[tuple[int, int]]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes", "drift"])
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes", "loading", "drift"])
     parser.add_argument("--model", type=Path, default=None,
                         help="checkpoint folder, any family infill.models.load takes "
                         "(default: the shipped model)")  # fmt: skip
@@ -323,8 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the checkpoint's own modeling code (never without this flag)",
     )
     parser.add_argument("--quantize", choices=QUANTIZE_MODES, default="auto",
-                        help="int8: the linear layers' weights in int8 (CPU, float32 only); auto: int8 "
-                        "for models of 100M parameters or more where it can run")
+                        help="int4 / int8: the linear layers' weights in 4 / 8 bits (CPU; int8 float32 "
+                        "only); auto: for models of 100M parameters or more on the CPU, int8 where it "
+                        "fits in half the memory, else int4")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind; drift: lines")
     kinds = ",".join(KINDS)
@@ -378,8 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--shapes",
         type=lambda v: v.split(","),
         default=["open-dcoder-0.5b"],
-        help="shapes: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)",
+        help="shapes, loading: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)",
     )
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
+                        help="loading: where each shape's random checkpoint is written once (15 GB for "
+                        "dream-7b) and read from")  # fmt: skip
     parser.add_argument("--tiny", action="store_true",
                         help="shapes: every family's 2-layer, width-64 stand-in instead (seconds; for CI)")
     parser.add_argument("--runs", type=int, default=5, help="lsp: fills and completions (median)")
@@ -397,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at least 1")
     try:
         modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes,
-                 "drift": drift}  # fmt: skip
+                 "loading": loading, "drift": drift}  # fmt: skip
         results = modes[args.what](args)
     except ModelError as error:
         print(f"infill-bench: model error: {error}", file=sys.stderr)

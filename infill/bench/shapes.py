@@ -17,6 +17,11 @@ CPU, infill.models.denoiser.device_context) unless `context_length` says otherwi
                once the document's context is prepared
   peak memory  the process's peak resident memory (CPU) or the device's peak allocation (GPU)
   now memory   what it holds at the end: resident memory (CPU) or the device's allocation (GPU)
+  floor        what a span pass must cost at least, both measured in the same run: the bytes of
+               weights it reads (every layer's and the output layer's; the embedding is only
+               looked up) over the memory bandwidth (`memory_bandwidth`), and its multiply-adds
+               over the best bfloat16 matrix product rate (`matmul_rate`); on 2 CPU cores a
+               16-position pass of a 7B network is bound by the second
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.native.tokenizer import CodeTokenizer
-from infill.models.quantize import Int8Loading, quantized_layers, use_int8
+from infill.models.quantize import quantized_kind, quantizing
 from infill.models.vocabulary import CheckpointTokenizer
 from infill.models.weights import build_meta, parameter_setter, return_big_blocks
 from infill.modes.fill import infill
@@ -83,6 +88,16 @@ class ShapeRow:
     peak_mib: float
     resident_mib: float  # the process's resident memory at the end (CPU) or the device's allocation
     fill_passes: dict[int, int] = field(default_factory=dict)  # by passes asked: the passes run
+    weights_read_mib: float = 0.0  # the weights a span pass reads (`weights_read`)
+    bandwidth_gbs: float = 0.0  # memory read rate measured in the same run (`memory_bandwidth`)
+    matmul_gflops: float = 0.0  # bfloat16 matrix product rate measured in the same run (`matmul_rate`)
+    read_floor_ms: float = 0.0  # weights_read / bandwidth
+    compute_floor_ms: float = 0.0  # 2 x span x the layers' multiply-adds / matmul rate
+
+    @property
+    def cached_over_floor(self) -> float:
+        """The cached pass over the larger of its two floors."""
+        return self.cached_pass_ms / max(self.read_floor_ms, self.compute_floor_ms, 1e-9)
 
 
 def random_denoiser(
@@ -103,21 +118,24 @@ def random_denoiser(
 def random_network(config: DecoderConfig, device: torch.device, dtype: torch.dtype, quantize: str) -> Decoder:
     """A `Decoder` of `config` with random weights (norms 1, the rest normal(0, 0.02), seed 0),
     made parameter by parameter on the meta-built network, as a checkpoint loads
-    (infill.models.weights): with int8 weights each layer is quantized as soon as it is filled,
-    so that the float32 network never exists whole (Open-dCoder 0.5B: docs/models.md)."""
+    (infill.models.weights): with quantized weights each layer is quantized as soon as it is
+    filled, so that the float network never exists whole (Open-dCoder 0.5B: docs/models.md); the
+    weights int4 packs are made in bfloat16, as a published checkpoint stores them."""
     return_big_blocks()
     network = build_meta(lambda: Decoder(config))
-    loaded = Int8Loading(network).loaded if use_int8(quantize, network, device, dtype) else lambda name: None
+    loading = quantizing(quantize, network, device, dtype)
     set_parameter = parameter_setter(network)
     generator = torch.Generator(device=device).manual_seed(0)
     for parameter_name, parameter in list(network.named_parameters()):
-        value = torch.empty(parameter.shape, dtype=dtype, device=device)
+        stored = loading is not None and loading.stored(parameter_name)
+        value = torch.empty(parameter.shape, dtype=torch.bfloat16 if stored else dtype, device=device)
         if parameter_name.endswith("norm.weight"):
             value.fill_(1.0)
         else:
             value.normal_(0.0, 0.02, generator=generator)
         set_parameter(parameter_name, value)
-        loaded(parameter_name)
+        if loading is not None:
+            loading.loaded(parameter_name)
     return network
 
 
@@ -133,6 +151,54 @@ def peak_mib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+
+
+def weights_read(network: torch.nn.Module) -> tuple[int, int]:
+    """(bytes, numbers) of the weights a span pass multiplies by: every linear layer's, the output
+    layer's (a tied float one: the embedding's); the embedding itself is only looked up."""
+    from infill.models.int4 import Int4Linear
+
+    total, numbers = 0, 0
+    for module in network.modules():
+        if isinstance(module, Int4Linear):
+            total, numbers = total + module.nbytes(), numbers + module.in_features * module.out_features
+        elif isinstance(module, torch.nn.Linear):
+            total += module.weight.numel() * module.weight.element_size()
+            numbers += module.weight.numel()
+        elif callable(getattr(module, "weight", None)):  # PyTorch's dynamic int8 linear layer
+            weight = module.weight()
+            total, numbers = total + weight.numel(), numbers + weight.numel()
+    if getattr(network, "head", 1) is None:  # a tied, float output layer reads the embedding
+        weight = network.embed.weight
+        total, numbers = total + weight.numel() * weight.element_size(), numbers + weight.numel()
+    return total, numbers
+
+
+def memory_bandwidth(device: torch.device, mib: int = 1024, repeat: int = 5) -> float:
+    """GB/s reading a `mib`-MiB tensor (a sum over it) on `device` with this process's threads:
+    the best of `repeat` reads."""
+    data = torch.ones(mib * 2**20 // 4, device=device)
+    best = float("inf")
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        data.sum().item()
+        best = min(best, time.perf_counter() - started)
+    return data.numel() * 4 / best / 1e9
+
+
+def matmul_rate(
+    device: torch.device, rows: int = 64, size: tuple[int, int] = (3584, 18944), repeat: int = 5
+) -> float:
+    """GFLOP/s of a bfloat16 product of `rows` rows by a (size) weight on `device` (the 7B shape's
+    MLP): the best of `repeat`; the most a span pass's products can go at."""
+    x = torch.randn(rows, size[0], device=device, dtype=torch.bfloat16)
+    w = torch.randn(size[1], size[0], device=device, dtype=torch.bfloat16)
+    best = float("inf")
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        torch.nn.functional.linear(x, w).sum().item()
+        best = min(best, time.perf_counter() - started)
+    return 2 * rows * size[0] * size[1] / best / 1e9
 
 
 def measure_shape(
@@ -194,10 +260,12 @@ def measure_shape(
         kept = KeptContext(denoiser)
         infill(kept, document, [span], options(count))
         kept_fill_ms[count] = timed(partial(infill, kept, document, [next_span or span], options(count)))
+    read, numbers = weights_read(denoiser.network)
+    bandwidth, rate = memory_bandwidth(device), matmul_rate(device)
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
-        dtype="int8" if quantized_layers(denoiser.network) else str(dtype).removeprefix("torch."),
+        dtype=weights_form(denoiser.network, dtype),
         device=str(device),
         canvas=len(canvas.ids),
         span=len(positions),
@@ -209,7 +277,18 @@ def measure_shape(
         peak_mib=peak_mib(device),
         resident_mib=resident_mib(device),
         fill_passes=fill_passes,
+        weights_read_mib=read / 2**20,
+        bandwidth_gbs=bandwidth,
+        matmul_gflops=rate,
+        read_floor_ms=1000 * read / (bandwidth * 1e9),
+        compute_floor_ms=1000 * 2 * numbers * len(positions) / (rate * 1e9),
     )
+
+
+def weights_form(network: torch.nn.Module, dtype: torch.dtype) -> str:
+    """"int4", "int8", or the float dtype's name ("bfloat16")."""
+    kind = quantized_kind(network)
+    return kind if kind != "none" else str(dtype).removeprefix("torch.")
 
 
 def keep(results: list, run) -> None:
@@ -222,11 +301,22 @@ def format_rows(rows: list[ShapeRow]) -> str:
     counts = sorted({count for row in rows for count in row.fill_ms})
     fills = "".join(f"{f'{kind}@{c} ms':>11}" for kind in ("fill", "next") for c in counts)
     lines = [f"{'shape':22} {'params':>7} {'dtype':>8} {'device':>6} {'canvas':>6} {'span':>4} "
-             f"{'full ms':>8} {'cached ms':>9}{fills} {'peak MiB':>8} {'now MiB':>8}"]  # fmt: skip
+             f"{'full ms':>8} {'cached ms':>9} {'read fl.':>8} {'comp fl.':>8} {'x floor':>7}{fills} "
+             f"{'peak MiB':>8} {'now MiB':>8}"]  # fmt: skip
     for r in rows:
         times = "".join(f"{ms[c]:11.0f}" for ms in (r.fill_ms, r.kept_fill_ms) for c in counts)
         lines.append(
             f"{r.shape:22} {r.params / 1e9:6.2f}B {r.dtype:>8} {r.device:>6} {r.canvas:6d} {r.span:4d} "
-            f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f}{times} {r.peak_mib:8.0f} {r.resident_mib:8.0f}"
+            f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f} {r.read_floor_ms:8.1f} {r.compute_floor_ms:8.1f} "
+            f"{r.cached_over_floor:7.1f}{times} {r.peak_mib:8.0f} {r.resident_mib:8.0f}"
+        )
+    if rows:
+        read = ", ".join(f"{r.weights_read_mib:.0f}" for r in rows)
+        bandwidth = ", ".join(f"{r.bandwidth_gbs:.1f}" for r in rows)
+        rate = ", ".join(f"{r.matmul_gflops:.0f}" for r in rows)
+        lines.append(
+            f"floors: read fl. = weights a span pass reads ({read} MiB) / memory bandwidth "
+            f"({bandwidth} GB/s); comp fl. = its multiply-adds / bfloat16 matrix product rate ({rate} "
+            "GFLOP/s); x floor: the cached pass over the larger floor"
         )
     return "\n".join(lines)

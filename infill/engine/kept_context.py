@@ -32,6 +32,8 @@ from __future__ import annotations
 import difflib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -101,13 +103,28 @@ class KeptContext:
         return other
 
     @torch.no_grad()
-    def refresh(self, ids: torch.Tensor) -> None:
+    def refresh(
+        self,
+        ids: torch.Tensor,
+        stop: Callable[[], bool] = lambda: False,
+        on_layer: Callable[[int, int], None] = lambda done, total: None,
+    ) -> bool:
         """Keep the exact context of canvas ``ids`` (1, L): one full pass (its output layer at one
-        position only), run while the user is idle; the next fill's first pass aligns with it."""
+        position only), run while the user is idle; the next fill's first pass aligns with it.
+        ``stop()`` is asked before each layer (``on_layer(layers done, layers)`` told): True
+        abandons the pass and leaves the kept context as it was (the pass writes a cache of its
+        own), so that a request never waits for more than a layer of a refresh (a 7B network's
+        full pass on 2 cores: 20-40 s, a layer about 1 s). True if the refresh ran to its end."""
         cache = self.inner.new_cache()
-        self.inner.cached_logits(ids, torch.tensor([ids.shape[1] - 1]), cache, refresh=True)
+        try:
+            layers = self.inner.layers() if hasattr(self.inner, "layers") else []
+            with layer_checks(layers, stop, on_layer):
+                self.inner.cached_logits(ids, torch.tensor([ids.shape[1] - 1]), cache, refresh=True)
+        except RefreshStopped:
+            return False
         self.ids, self.cache, self.reuses_in_a_row = ids.clone(), cache, 0
         self.refreshes += 1
+        return True
 
     def _reuse(self, ids: torch.Tensor, cache: list) -> torch.Tensor | None:
         """Fill ``cache`` from the kept one if enough of ``ids`` aligns with it, and return the
@@ -133,6 +150,34 @@ class KeptContext:
         fresh = torch.ones(len(new), dtype=torch.bool)
         fresh[new_at] = False
         return fresh.nonzero().flatten()
+
+
+class RefreshStopped(Exception):
+    """A refresh's ``stop()`` said stop (raised between two layers of its pass)."""
+
+
+@contextmanager
+def layer_checks(
+    layers: list[torch.nn.Module], stop: Callable[[], bool], on_layer: Callable[[int, int], None]
+) -> Iterator[None]:
+    """While inside: before each of ``layers`` runs, ``on_layer(its index, len(layers))``, then
+    RefreshStopped if ``stop()``. The hooks are the network's for this one pass (the model's worker
+    thread runs one pass at a time)."""
+
+    def check(index: int) -> Callable:
+        def before(module: torch.nn.Module, inputs: Any) -> None:
+            on_layer(index, len(layers))
+            if stop():
+                raise RefreshStopped
+
+        return before
+
+    handles = [layer.register_forward_pre_hook(check(index)) for index, layer in enumerate(layers)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def context_ids(

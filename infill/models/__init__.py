@@ -50,13 +50,13 @@ def load(
     (None: the model shipped with infill). `device`: "cuda", "mps", "cpu" or None/"auto" (the first
     available, in that order); `dtype`: "float32", "bfloat16", "float16" or None/"auto" (bfloat16
     on a GPU, float32 on the CPU; this project's own models: `pick_native_dtype`); `quantize`:
-    "int8" (the linear layers' weights in int8, on the CPU in float32 only:
-    infill.models.quantize; device "auto" then picks the CPU), "none", or "auto" (int8 for
-    models of INT8_FROM parameters or more where int8 can run). ModelError when the folder
-    cannot be found or loaded; nothing is changed then."""
+    "int4" or "int8" (the linear layers' weights in 4 or 8 bits, on the CPU, int8 in float32
+    only: infill.models.quantize; device "auto" then picks the CPU), "none", or "auto" (for
+    models of QUANTIZE_FROM parameters or more on the CPU, int8 where it fits, else int4).
+    ModelError when the folder cannot be found or loaded; nothing is changed then."""
     if threads:
         torch.set_num_threads(threads)
-    if quantize == "int8" and device in (None, "auto"):
+    if quantize in ("int8", "int4") and device in (None, "auto"):
         device = "cpu"
     check_quantize(quantize, device)
     device = pick_device(device)

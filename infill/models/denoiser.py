@@ -84,6 +84,10 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
     def new_cache(self) -> list:
         return self.network.new_cache()
 
+    def layers(self) -> list:
+        """The network's layers, in order (a refresh that may stop checks between them)."""
+        return list(self.network.layers)
+
     @torch.no_grad()
     def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
         """Logits (B, P, vocab) for the tokens AT `positions`. Shifted: computed at the positions

@@ -1,4 +1,6 @@
-"""8-bit weights on the CPU (`--quantize int8`, the server's `quantize`): every linear layer of a
+"""Quantized weights on the CPU (`--quantize int8|int4`, the server's `quantize`).
+
+int8: every linear layer of a
 network (attention q/k/v/o, the MLP's gate/up/down, the output layer) keeps its weights as int8,
 one scale per output row, through PyTorch's own dynamic quantization
 (`torch.ao.quantization.quantize_dynamic`): each call quantizes the activations on the fly and
@@ -8,20 +10,29 @@ table is int8 rows too (`Int8Embedding`), and a tied output layer gets its own i
 embedding; the norms and biases stay float32. The published families are quantized while they
 load, one layer at a time (`Int8Loading`): their float32 network never exists whole.
 
+int4: every linear layer whose shape the kernel takes as 4-bit weights with group-wise scales and
+offsets, multiplied by PyTorch's weight-only kernel with bfloat16 activations (`Int4Linear`,
+infill.models.int4); the embedding table as int8 rows (a lookup reads a few rows, so 4 bits would
+save memory only), a tied output layer its own 4-bit copy. The weights to be packed are read in the
+checkpoint's dtype (`Quantizing.stored`), so a 7B bfloat16 checkpoint never has a float32 layer.
+
     "none"  the weights as stored
     "int8"  as above; the CPU in float32 only (those kernels exist nowhere else), on infill's own
             implementation of each family (not under `trust_remote_code`): refused otherwise
-    "auto"  (the default) int8 where it can run for networks of INT8_FROM parameters or more
+    "int4"  as above; the CPU only (float32 or bfloat16 networks), infill's own implementation
+    "auto"  (the default) on the CPU, for networks of QUANTIZE_FROM parameters or more, the fastest
+            form that fits in memory (`chosen_quantization`): int8 (or bfloat16), else int4
 
 PyTorch marks `torch.ao.quantization` deprecated in favour of the separate `torchao` package (its
 notice names 2.10 for the removal; the torch infill pins, 2.13, still runs it); the notice is
 silenced here, the one place that calls it.
 
-Quality and speed against float32: docs/models.md, "int8 weights on the CPU".
+Quality and speed against float32: docs/models.md, "int8 weights on the CPU" and "4-bit weights".
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -32,11 +43,14 @@ from torch import nn
 
 from infill.errors import ModelError
 from infill.models.decoder import Decoder
+from infill.models.int4 import Int4Linear, packable
 from infill.options import QUANTIZE_MODES
 
-INT8_FROM = 100_000_000
-"""Parameters from which "auto" means int8 (on the CPU, float32): every published family (0.49B
-and up), not the shipped model (10.4M); held-out quality with int8 decided it (docs/models.md)."""
+TABLE_ROWS = 16384  # embedding rows quantized at a time
+MEMORY_SHARE = 0.5  # "auto" takes a faster form than int4 only if its weights fit in this share of memory
+QUANTIZE_FROM = 100_000_000
+"""Parameters from which "auto" quantizes (on the CPU): every published family (0.49B and up), not
+the shipped model (10.4M), whose held-out quality decided it (docs/models.md)."""
 
 
 def check_quantize(quantize: str, device: str | torch.device | None) -> None:
@@ -44,7 +58,7 @@ def check_quantize(quantize: str, device: str | torch.device | None) -> None:
     "cuda", "mps", "cpu") is not the CPU."""
     if quantize not in QUANTIZE_MODES:
         raise ModelError(f"unknown quantization {quantize!r} ({', '.join(QUANTIZE_MODES)})")
-    if quantize != "int8" or device is None:
+    if quantize not in ("int8", "int4") or device is None:
         return
     try:
         kind = torch.device(device).type
@@ -52,16 +66,18 @@ def check_quantize(quantize: str, device: str | torch.device | None) -> None:
         return  # not a device at all: infill.models.pick_device says so
     if kind != "cpu":
         raise ModelError(
-            f"--quantize {quantize} runs on the CPU only (PyTorch's int8 kernels are CPU ones), not on "
-            f"{device}: use --device cpu, or drop --quantize"
+            f"--quantize {quantize} runs on the CPU only (PyTorch's {quantize} kernels used are CPU "
+            f"ones), not on {device}: use --device cpu, or drop --quantize"
         )
 
 
 def check_quantizable(quantize: str, dtype: torch.dtype, trust_remote_code: bool) -> None:
     """ModelError, before the weights are read, when the model cannot be quantized as loaded."""
-    if quantize != "int8":
+    if quantize not in ("int8", "int4"):
         return
-    if dtype != torch.float32:
+    if quantize == "int4" and dtype not in (torch.float32, torch.bfloat16):
+        raise ModelError("--quantize int4 runs float32 or bfloat16 networks: use --dtype bfloat16 or float32")
+    if quantize == "int8" and dtype != torch.float32:
         dtype_name = str(dtype).removeprefix("torch.")
         raise ModelError(f"--quantize {quantize} quantizes float32 weights, not {dtype_name}: drop --dtype")
     if trust_remote_code:
@@ -70,55 +86,88 @@ def check_quantizable(quantize: str, dtype: torch.dtype, trust_remote_code: bool
         )
 
 
-def chosen_quantization(quantize: str, network: nn.Module, device: torch.device, dtype: torch.dtype) -> str:
+def chosen_quantization(
+    quantize: str, network: nn.Module, device: torch.device, dtype: torch.dtype, memory: int | None = None
+) -> str:
     """What `quantize` means for `network` (infill's own implementation) on `device` in `dtype`:
-    "none" or "int8". "auto": int8 where it can run (the CPU, float32) for a network of
-    INT8_FROM parameters or more."""
+    "none", "int8" or "int4". "auto", on the CPU for a network of QUANTIZE_FROM parameters or more:
+    the fastest form whose weights take at most MEMORY_SHARE of the machine's `memory` (bytes;
+    default: all of it), else int4. Fastest first, as measured at a line's span on 2 cores, where
+    a pass is bound by its multiply-adds (docs/models.md, "4-bit weights"): bfloat16 as stored
+    (for a bfloat16 network), int8 (float32), int4 (PyTorch's 4-bit kernel runs its products at
+    about half the bfloat16 rate, so it buys memory, not speed, there). Elsewhere "none"."""
     if quantize != "auto":
         return quantize
-    can_run = device.type == "cpu" and dtype == torch.float32
-    big = sum(parameter.numel() for parameter in network.parameters()) >= INT8_FROM
-    return "int8" if can_run and big else "none"
+    parameters = sum(parameter.numel() for parameter in network.parameters())
+    if device.type != "cpu" or dtype not in (torch.float32, torch.bfloat16) or parameters < QUANTIZE_FROM:
+        return "none"
+    room = MEMORY_SHARE * (memory or machine_memory())
+    fastest = ("none", 2.0) if dtype == torch.bfloat16 else ("int8", 1.0)  # (form, bytes a weight)
+    return fastest[0] if parameters * fastest[1] <= room else "int4"
+
+
+def machine_memory() -> int:
+    """Bytes of memory this machine has (0 where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
+        return 0
 
 
 def quantize_network(network: nn.Module, quantize: str, device: torch.device, dtype: torch.dtype) -> None:
-    """`network`'s linear layers' weights in int8, changed in place, once its float weights are all
-    loaded, if `quantize` says so (`use_int8`). The shipped model's path (its 7M parameters load in
-    a moment); the published families quantize while loading (`Int8Loading`), to the same weights."""
-    if not use_int8(quantize, network, device, dtype):
+    """`network`'s linear layers' weights quantized, changed in place, once its float weights are
+    all loaded, if `quantize` says so (`quantizing`). The shipped model's path (its 10M parameters
+    load in a moment); the published families quantize while loading, to the same weights."""
+    loading = quantizing(quantize, network, device, dtype)
+    if loading is None:
         return
-    loading = Int8Loading(network)
     for name, _ in list(network.named_parameters()):
         loading.loaded(name)
 
 
-def use_int8(quantize: str, network: nn.Module, device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether `network` (built, on the meta device or not) gets int8 weights (`chosen_quantization`);
-    "auto" says on stderr when it chooses int8."""
-    if chosen_quantization(quantize, network, device, dtype) == "none":
-        return False
+def quantizing(
+    quantize: str, network: nn.Module, device: torch.device, dtype: torch.dtype
+) -> Quantizing | None:
+    """The quantizer of `network` (built, on the meta device or not) as `chosen_quantization` says,
+    None for float weights; "auto" says on stderr what it chose."""
+    kind = chosen_quantization(quantize, network, device, dtype)
+    if kind == "none":
+        return None
     if quantize == "auto":
-        print("infill: int8 weights (--quantize auto; --quantize none keeps float32)", file=sys.stderr)
-    return True
+        print(f"infill: {kind} weights (--quantize auto; --quantize none keeps them as stored)",
+              file=sys.stderr)  # fmt: skip
+    return Quantizing(network, kind, dtype)
 
 
-class Int8Loading:
+def quantized_kind(network: nn.Module) -> str:
+    """"int4", "int8" or "none": how `network`'s linear layers hold their weights."""
+    modules = list(network.modules())
+    if any(isinstance(module, Int4Linear) for module in modules):
+        return "int4"
+    return "int8" if any(is_quantized(module) for module in modules) else "none"
+
+
+class Quantizing:
     """Quantizes each layer of a network the moment all its float weights are in, so that a network
-    loaded tensor by tensor never holds its float32 weights all at once, only the layers whose
-    tensors are not all in yet (Open-dCoder 0.5B's shape: the loading peak 2.7 -> 1.4 GiB,
+    loaded tensor by tensor never holds its float weights all at once, only the layers whose
+    tensors are not all in yet (Open-dCoder 0.5B's shape, int8: the loading peak 2.7 -> 1.4 GiB,
     docs/models.md "Speed and memory at Open-dCoder 0.5B's shape").
 
-    Each `nn.Linear` becomes PyTorch's dynamic int8 linear layer (`int8_linear`). In infill's own
-    decoder (`Decoder`, the published families) the embedding table becomes int8 rows too
-    (`Int8Embedding`) and a tied output layer gets an int8 copy of the embedding (`untie_head`):
-    its float32 table (Qwen2.5's 151,936 x 896: 519 MiB, more than all int8 layers together) need
-    not stay. The shipped model (`InfillModel`) keeps its float embedding: its held-out quality with
-    int8 was measured so (docs/models.md) and its table is 8 MiB.
+    `kind` "int8": each `nn.Linear` becomes PyTorch's dynamic int8 linear layer (`int8_linear`);
+    "int4": each `nn.Linear` the kernel can pack becomes an `Int4Linear` (the others keep their
+    weights). In infill's own decoder (`Decoder`, the published families) the embedding table
+    becomes int8 rows (`Int8Embedding`) and a tied output layer gets a quantized copy of the
+    embedding (`untie_head`): its float table (Qwen2.5's 151,936 x 896: 519 MiB in float32, more
+    than all int8 layers together) need not stay. The shipped model (`InfillModel`) keeps its float
+    embedding: its held-out quality was measured so (docs/models.md) and its table is 8 MiB.
 
-    Call `loaded(name)` after the parameter `name` (as `named_parameters` names it) got its value."""
+    Call `loaded(name)` after the parameter `name` (as `named_parameters` names it) got its value;
+    `stored(name)`: whether that parameter may keep the checkpoint's dtype (int4 packs any float)."""
 
-    def __init__(self, network: nn.Module):
+    def __init__(self, network: nn.Module, kind: str = "int8", dtype: torch.dtype = torch.float32):
         self.network = network
+        self.kind = kind
+        self.dtype = dtype  # the network's: what the embedding's rows are turned back into
         untie_head = getattr(network, "untie_head", None)
         if untie_head is not None:
             untie_head()
@@ -126,8 +175,17 @@ class Int8Loading:
         canonical = {id(parameter): name for name, parameter in network.named_parameters()}
         self.waiting: dict[str, set[str]] = {}  # layer -> its parameters not loaded yet
         for name, module in network.named_modules():
-            if isinstance(module, kinds):
+            packs = kind == "int8" or not isinstance(module, nn.Linear) or packable(module)
+            if isinstance(module, kinds) and packs:
                 self.waiting[name] = {canonical[id(p)] for p in module.parameters()}
+        self.packed_weights = {  # int4: the weights of every layer waiting here, packed or int8 rows
+            canonical[id(module.weight)] for name, module in network.named_modules() if name in self.waiting
+        } if kind == "int4" else set()  # fmt: skip
+
+    def stored(self, parameter: str) -> bool:
+        """Whether `parameter` may load in its checkpoint's dtype: a weight int4 packs or makes int8
+        rows of (a float32 copy of a 7B network's output layer alone would take 2.2 GB)."""
+        return parameter in self.packed_weights
 
     def loaded(self, parameter: str) -> None:
         complete = []
@@ -138,15 +196,22 @@ class Int8Loading:
         for layer in sorted(complete, key=lambda name: name == "embed"):  # a tied head before the table
             del self.waiting[layer]
             module = self.network.get_submodule(layer)
-            swap = int8_linear(module) if isinstance(module, nn.Linear) else Int8Embedding(self.rows(module))
-            set_submodule(self.network, layer, swap)
+            set_submodule(self.network, layer, self.swap(module))
 
-    def rows(self, embedding: nn.Embedding) -> torch.Tensor:
-        """The embedding table in int8 (`int8_rows`); with a tied output layer, already int8, its
-        weights: the same numbers, without quantizing the table twice (1 s of the 0.5B's load)."""
-        if self.network.config.tied_head:
-            return self.network.head.weight()
-        return int8_rows(embedding.weight)
+    def swap(self, module: nn.Module) -> nn.Module:
+        if isinstance(module, nn.Embedding):
+            return Int8Embedding.of(self.rows(module), self.dtype)
+        return int8_linear(module) if self.kind == "int8" else Int4Linear.of(module)
+
+    def rows(self, embedding: nn.Embedding) -> list[torch.Tensor]:
+        """The embedding table in int8 (`int8_rows`), in blocks of rows (a 7B network's table in
+        float32 would take 2.2 GB); with a tied output layer already int8, its weights: the same
+        numbers, without quantizing the table twice (1 s of the 0.5B's load)."""
+        if self.network.config.tied_head and self.kind == "int8":
+            return [self.network.head.weight()]
+        table = embedding.weight
+        starts = range(0, len(table), TABLE_ROWS)
+        return [int8_rows(table[start : start + TABLE_ROWS].float()) for start in starts]
 
 
 def set_submodule(network: nn.Module, name: str, module: nn.Module) -> None:
@@ -193,24 +258,35 @@ def quiet_deprecation() -> Iterator[None]:
 class Int8Embedding(nn.Module):
     """An embedding table as int8 rows and one float scale per row (`quantized`: the table as
     `int8_rows` makes it; for a tied output layer, the very numbers of its int8 copy), each row
-    looked up turned back into float32: a quarter of the float table's memory."""
+    looked up turned back into `dtype` (the table's before quantizing): a quarter of the float32
+    table's memory."""
 
-    def __init__(self, quantized: torch.Tensor):
+    def __init__(self, rows: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32):
         super().__init__()
-        self.register_buffer("rows", quantized.int_repr())
-        self.register_buffer("scales", quantized.q_per_channel_scales().float())
+        self.dtype = dtype
+        self.register_buffer("rows", rows)
+        self.register_buffer("scales", scales)
+
+    @classmethod
+    def of(
+        cls, quantized: torch.Tensor | list[torch.Tensor], dtype: torch.dtype = torch.float32
+    ) -> Int8Embedding:
+        """From the table as `int8_rows` makes it (or its blocks of rows, in order)."""
+        blocks = quantized if isinstance(quantized, list) else [quantized]
+        rows = torch.cat([block.int_repr() for block in blocks])
+        return cls(rows, torch.cat([block.q_per_channel_scales().float() for block in blocks]), dtype)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.rows[ids].float() * self.scales[ids].unsqueeze(-1)
+        return (self.rows[ids].float() * self.scales[ids].unsqueeze(-1)).to(self.dtype)
 
 
 def quantized_layers(network: nn.Module) -> list[str]:
-    """The names of the layers of `network` whose weights are int8."""
+    """The names of the layers of `network` whose weights are int8 or int4."""
     return [name for name, module in network.named_modules() if is_quantized(module)]
 
 
 def is_quantized(module: nn.Module) -> bool:
-    if isinstance(module, Int8Embedding):
+    if isinstance(module, (Int8Embedding, Int4Linear)):
         return True
     weight = getattr(module, "weight", None)
     return callable(weight) and weight().dtype == torch.qint8  # quantized layers: weight is a method

@@ -4,7 +4,7 @@ A folder holds `model.safetensors`, or shards listed in `model.safetensors.index
 is built on the meta device (no memory) and each checkpoint tensor, read from the memory-mapped
 file and turned into the target dtype and device, becomes its parameter as it comes: the weights
 are never held twice, and a caller that quantizes each layer as soon as its weights are in
-(`infill.models.quantize.Int8Loading`) never holds the float network at all. Pickle checkpoints
+(`infill.models.quantize.Quantizing`) never holds the float network at all. Pickle checkpoints
 (`pytorch_model.bin`, `*.pt`, `*.pth`) can run arbitrary code when loaded and are refused.
 """
 
@@ -23,7 +23,7 @@ from torch import nn
 from tqdm import tqdm
 
 from infill.errors import ModelError
-from infill.models.quantize import Int8Loading, use_int8
+from infill.models.quantize import quantizing
 
 INDEX = "model.safetensors.index.json"
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
@@ -116,12 +116,16 @@ def load_network(
     dtype: torch.dtype,
     quantize: str,
 ) -> nn.Module:
-    """The module `make` builds, its weights read from `files` (`load_weights`); with int8
+    """The module `make` builds, its weights read from `files` (`load_weights`); with quantized
     weights (`quantize`: infill.models.quantize) each layer quantized as soon as its weights are in."""
     return_big_blocks()
     module = build_meta(make)
-    loaded = Int8Loading(module).loaded if use_int8(quantize, module, device, dtype) else lambda name: None
-    load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loaded)
+    loading = quantizing(quantize, module, device, dtype)
+    if loading is None:
+        load_weights(module, files, names, ignore, device=device, dtype=dtype)
+    else:
+        load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loading.loaded,
+                     stored=loading.stored)  # fmt: skip
     return module
 
 
@@ -151,11 +155,12 @@ def load_weights(
     device: torch.device,
     dtype: torch.dtype,
     loaded: Callable[[str], None] = lambda name: None,
+    stored: Callable[[str], bool] = lambda name: False,
 ) -> None:
     """Each checkpoint tensor named in `names` (checkpoint name -> the module's parameter), in
-    `dtype` on `device`, as that parameter of `module` (built by `build_meta`); then `loaded(its
-    parameter name)`. Tensors `ignore` accepts are skipped. ModelError on an unknown tensor, a
-    shape mismatch or a parameter no file provides."""
+    `dtype` (or as stored, for a parameter `stored` accepts) on `device`, as that parameter of
+    `module` (built by `build_meta`); then `loaded(its parameter name)`. Tensors `ignore` accepts
+    are skipped. ModelError on an unknown tensor, a shape mismatch or a parameter no file provides."""
     params = {name: tuple(param.shape) for name, param in module.named_parameters()}
     set_parameter = parameter_setter(module)
     done: set[str] = set()
@@ -175,7 +180,8 @@ def load_weights(
                     f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json "
                     f"implies {params[target]}"
                 )
-            set_parameter(target, tensor.to(device=device, dtype=dtype).contiguous())
+            kept = tensor.dtype if stored(target) and tensor.is_floating_point() else dtype
+            set_parameter(target, tensor.to(device=device, dtype=kept).contiguous())
             del tensor
             done.add(target)
             loaded(target)

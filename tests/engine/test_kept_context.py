@@ -233,3 +233,19 @@ def test_where_nothing_changed_near_the_span_the_kept_context_fills_as_the_exact
         again = infill(kept, document_from_bytes(edited.encode()), [moved], options)
         assert kept.reused_passes >= 1  # the second fill started from the kept context
         assert again.spans[0].new_text == exact, index
+
+
+def test_a_refresh_told_to_stop_leaves_the_kept_context_as_it_was():
+    inner = native(3)
+    kept = KeptContext(inner)
+    edited = filled_then_edited(kept)
+    before_ids, before_cache = kept.ids, kept.cache
+    seen = []
+    finished = kept.refresh(edited, stop=lambda: len(seen) == 2, on_layer=lambda *done: seen.append(done))
+    layers = len(inner.layers())
+    assert not finished and seen == [(0, layers), (1, layers)]  # asked before each layer; stopped at the 2nd
+    assert kept.ids is before_ids and kept.cache is before_cache and kept.refreshes == 0
+    assert not any(layer._forward_pre_hooks for layer in inner.layers())  # the checks are gone
+    seen.clear()
+    assert kept.refresh(edited, on_layer=lambda done, total: seen.append(done))
+    assert seen == list(range(layers)) and kept.refreshes == 1 and torch.equal(kept.ids, edited)

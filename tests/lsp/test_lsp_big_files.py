@@ -171,8 +171,8 @@ def computed_positions(server: RawServer) -> list[int]:
     return [int(m.group(1)) for m in found if m]
 
 
-def fill_line_12(server: RawServer) -> None:
-    [fill] = [a for a in actions(server, SMALL_URI, 12, 13) if a["data"]["mode"] == "fill"]
+def fill_line_12(server: RawServer, uri: str = SMALL_URI) -> None:
+    [fill] = [a for a in actions(server, uri, 12, 13) if a["data"]["mode"] == "fill"]
     answer = server.request("codeAction/resolve", fill, timeout=60)
     assert "result" in answer and answer["result"].get("edit"), answer
 
@@ -211,3 +211,25 @@ def test_after_an_edit_the_idle_refresh_leaves_the_next_fill_its_span_alone(tiny
         assert not any("idle refresh" in line for line in server.stderr)
         stale = computed_positions(server)[0]
     assert refreshed < stale  # without the refresh the edited tokens are computed too
+
+
+def test_a_document_that_opens_is_prepared_so_its_first_fill_computes_its_span_alone(tiny_model):
+    other = "file:///project/other.py"
+    with RawServer("--log-level", "INFO") as server:
+        server.initialize({"modelPath": str(tiny_model), "threads": 1, "steps": 8, "idleRefresh": 0.2,
+                           "retries": 0, "tokenEdits": 0, "freshFills": 0})  # fmt: skip
+        server.open(SMALL_URI, SMALL)
+        fill_line_12(server)  # loads the model
+        server.open(other, SMALL.replace("total", "amount"))
+        deadline = time.monotonic() + 10
+        while not any(f"idle refresh of {other}" in line for line in server.stderr):
+            assert time.monotonic() < deadline, "the opened document was not prepared within 10 s"
+            time.sleep(0.05)
+        fill_line_12(server, other)
+        deadline = time.monotonic() + 10
+        while not computed_positions(server) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [positions] = computed_positions(server)  # the first pass of the new document's first fill
+        [prepared] = [line for line in server.stderr if f"idle refresh of {other}" in line]
+        tokens = int(re.search(r"(\d+) tokens in", prepared).group(1))
+        assert positions < tokens / 2  # its span and the window's new edge, not the whole window

@@ -67,3 +67,14 @@ def test_the_quiet_waited_for_grows_with_what_the_last_refresh_took():
     first, second = run_session(script)
     assert first[2] - starts[0] < 0.2
     assert second[2] - starts[1] >= QUIET_PER_REFRESH * 0.1 - 0.01  # not after 0.05 s
+
+
+def test_a_document_that_opens_is_prepared_after_the_quiet():
+    async def script(idle):
+        idle.opened("u", "def f():\n    pass\n", 0.05)
+        idle.opened("v", "x = 1\n", 0.05)
+        idle.changed("v", "x = 2\n", 0)  # typed at once, refresh turned off: v is not prepared
+        await asyncio.sleep(0.3)
+
+    [(text, offset, _)] = run_session(script)
+    assert (text, offset) == ("def f():\n    pass\n", 0)

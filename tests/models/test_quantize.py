@@ -28,7 +28,7 @@ from torch import nn
 import infill.models
 from infill.cli import EXIT_MODEL, main
 from infill.errors import ModelError
-from infill.models import load, pick_native_dtype, quantize
+from infill.models import load, pick_native_dtype
 from infill.models.quantize import chosen_quantization, quantized_layers
 from lsp_server.settings import Settings, parse_settings
 
@@ -103,25 +103,16 @@ def test_int8_is_refused_where_it_cannot_run(tmp_path, capsys):
         load(None, "mps", quantize="int8")
     with pytest.raises(ModelError, match="quantizes float32 weights, not bfloat16"):
         load(None, "cpu", "bfloat16", quantize="int8")
-    with pytest.raises(ModelError, match="unknown quantization 'int4'"):
-        load(None, "cpu", quantize="int4")
     assert path.read_text() == "def f(x):\n    return x + 1\n"
 
 
-def test_auto_means_int8_for_big_models_where_it_runs(tiny, monkeypatch, capsys):
+def test_auto_leaves_small_models_float(tiny):
+    """(auto's choice for big models: tests/models/test_int4.py)"""
     folder = tiny("Dream")
     assert not quantized_layers(load(folder, "cpu", "float32").network)  # 10M parameters: float
-    assert not quantized_layers(load(None, "cpu").model)  # the shipped model (7M): float
-    monkeypatch.setattr(quantize, "INT8_FROM", 1_000_000)  # as if the tiny model were big
-    capsys.readouterr()
-    assert quantized_layers(load(folder, "cpu", "float32").network)
-    assert "infill: int8 weights (--quantize auto" in capsys.readouterr().err
-    assert not quantized_layers(load(folder, "cpu", "float32", quantize="none").network)
+    assert not quantized_layers(load(None, "cpu").model)  # the shipped model (10M): float
     network = load(folder, "cpu", "float32", quantize="none").network
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert chosen_quantization("auto", network, cpu, torch.float32) == "int8"
-    assert chosen_quantization("auto", network, cuda, torch.bfloat16) == "none"
-    assert chosen_quantization("auto", network, cpu, torch.bfloat16) == "none"
+    assert chosen_quantization("auto", network, torch.device("cpu"), torch.float32) == "none"
 
 
 def test_the_quantize_setting_is_part_of_the_model_key():
@@ -129,8 +120,9 @@ def test_the_quantize_setting_is_part_of_the_model_key():
     assert warnings == [] and settings.quantize == "int8" and Settings().quantize == "auto"
     assert Settings().model_key() != settings.model_key()
     assert settings.model_key() == parse_settings({"steps": 3}, settings)[0].model_key()
-    assert parse_settings({"quantize": "int4"})[1] == [
-        "initializationOptions.quantize should be one of auto, none, int8, got 'int4': ignored"
+    assert parse_settings({"quantize": "int4"})[0].quantize == "int4"
+    assert parse_settings({"quantize": "int2"})[1] == [
+        "initializationOptions.quantize should be one of auto, none, int8, int4, got 'int2': ignored"
     ]
 
 

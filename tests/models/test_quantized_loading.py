@@ -65,7 +65,7 @@ def quantized_whole(network: Decoder) -> Decoder:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         quantize_dynamic(network, {nn.Linear: per_channel_dynamic_qconfig}, torch.qint8, inplace=True)
-    network.embed = Int8Embedding(int8_rows(table))
+    network.embed = Int8Embedding.of(int8_rows(table))
     return network
 
 

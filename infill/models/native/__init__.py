@@ -55,6 +55,10 @@ class InfillBackend:
     def new_cache(self) -> list[LayerCache]:
         return [LayerCache() for _ in range(self.model.config.num_layers)]
 
+    def layers(self) -> list:
+        """The network's layers, in order (a refresh that may stop checks between them)."""
+        return list(self.model.blocks)
+
     @torch.no_grad()
     def cached_logits(
         self, ids: torch.Tensor, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
