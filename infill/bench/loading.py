@@ -41,12 +41,12 @@ class LoadingRow:
 def write_checkpoint(shape: str, directory: Path) -> float:
     """A random bfloat16 checkpoint of `shape` (infill.bench.shapes.SHAPES) in `directory`, in the
     published layout, unless one is there already; its size in GB."""
-    from infill.bench.shapes import SHAPES
+    from infill.bench.shapes import SHAPES, TINY_SHAPES
     from infill.models.dream import weight_names
 
     index = directory / "model.safetensors.index.json"
     if not index.is_file():
-        config = SHAPES[shape][0]
+        config = {**SHAPES, **TINY_SHAPES}[shape][0]
         shards = plan_shards(weight_names(config), parameter_shapes(config))
         directory.mkdir(parents=True, exist_ok=True)
         generator = torch.Generator().manual_seed(0)
@@ -109,14 +109,14 @@ def measure_loading(shape: str, directory: Path, quantize: str, threads: int | N
 
 def load_here(shape: str, directory: Path, quantize: str, threads: int) -> dict:
     """(In the fresh process) load the checkpoint as `infill.models.dream.load` does; the figures."""
-    from infill.bench.shapes import SHAPES, resident_mib
+    from infill.bench.shapes import SHAPES, TINY_SHAPES, resident_mib
     from infill.models.decoder import Decoder
     from infill.models.dream import ignorable, weight_names
     from infill.models.weights import load_network, weight_files
 
     if threads:
         torch.set_num_threads(threads)
-    config = SHAPES[shape][0]
+    config = {**SHAPES, **TINY_SHAPES}[shape][0]
     cpu = torch.device("cpu")
     started = time.perf_counter()
     files = weight_files(directory)

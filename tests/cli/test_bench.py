@@ -10,6 +10,7 @@ import random
 import re
 
 import pytest
+import torch
 
 from infill import bench
 from infill.bench import cli as bench_cli
@@ -417,3 +418,40 @@ def test_drift_fills_each_line_three_ways_after_an_earlier_fill(tiny_backend, mo
         # the kept contexts compute less than a whole window once the first fill left one
         assert row["computed"]["refreshed"] <= row["computed"]["exact"]
     assert "same as exact" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_shapes_prints_each_pass_beside_its_floors_and_int4_reads_a_sixth_of_float32(tmp_path, capsys):
+    rows = {}
+    for quantize in ("none", "int4"):
+        out = tmp_path / f"{quantize}.json"
+        assert bench.main(["shapes", "--shapes", "llada-8b-tiny", "--passes", "2", "--repeat", "1",
+                           "--dtype", "float32", "--quantize", quantize, "--json", str(out)]) == 0  # fmt: skip
+        [rows[quantize]] = json.loads(out.read_text())["rows"]
+    assert rows["none"]["dtype"] == "float32" and rows["int4"]["dtype"] == "int4"
+    for row in rows.values():
+        assert row["bandwidth_gbs"] > 0 and row["matmul_gflops"] > 0
+        assert row["read_floor_ms"] == pytest.approx(row["weights_read_mib"] * 2**20 / row["bandwidth_gbs"] / 1e6)
+        assert row["compute_floor_ms"] > 0
+    # 4.25 bits a weight against 32 (the tiny shape's output layer is most of its weights)
+    assert rows["int4"]["weights_read_mib"] < rows["none"]["weights_read_mib"] / 6
+    assert "read fl." in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_loading_writes_a_checkpoint_in_the_published_layout_and_measures_a_fresh_process(tmp_path, capsys):
+    from safetensors import safe_open
+
+    out = tmp_path / "loading.json"
+    assert bench.main(["loading", "--shapes", "dream-7b-tiny", "--quantize", "int4", "--checkpoint-dir",
+                       str(tmp_path / "checkpoints"), "--json", str(out)]) == 0  # fmt: skip
+    folder = tmp_path / "checkpoints" / "dream-7b-tiny"
+    index = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+    assert "model.layers.1.mlp.down_proj.weight" in index and "lm_head.weight" in index
+    with safe_open(str(folder / index["lm_head.weight"]), framework="pt") as shard:
+        assert shard.get_tensor("lm_head.weight").dtype == torch.bfloat16
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["quantize"] == "int4" and row["seconds"] > 0 and 0 < row["loaded_mib"] <= row["peak_mib"]
+    assert "peak MiB" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--checkpoint-dir"):
+        bench.main(["loading", "--shapes", "dream-7b-tiny"])
