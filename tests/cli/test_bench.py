@@ -425,13 +425,14 @@ def test_shapes_prints_each_pass_beside_its_floors_and_int4_reads_a_sixth_of_flo
     rows = {}
     for quantize in ("none", "int4"):
         out = tmp_path / f"{quantize}.json"
-        assert bench.main(["shapes", "--shapes", "llada-8b-tiny", "--passes", "2", "--repeat", "1",
-                           "--dtype", "float32", "--quantize", quantize, "--json", str(out)]) == 0  # fmt: skip
+        argv = ["shapes", "--shapes", "llada-8b-tiny", "--passes", "2", "--repeat", "1", "--dtype", "float32"]
+        assert bench.main([*argv, "--quantize", quantize, "--json", str(out)]) == 0
         [rows[quantize]] = json.loads(out.read_text())["rows"]
     assert rows["none"]["dtype"] == "float32" and rows["int4"]["dtype"] == "int4"
     for row in rows.values():
         assert row["bandwidth_gbs"] > 0 and row["matmul_gflops"] > 0
-        assert row["read_floor_ms"] == pytest.approx(row["weights_read_mib"] * 2**20 / row["bandwidth_gbs"] / 1e6)
+        read_ms = row["weights_read_mib"] * 2**20 / row["bandwidth_gbs"] / 1e6
+        assert row["read_floor_ms"] == pytest.approx(read_ms)
         assert row["compute_floor_ms"] > 0
     # 4.25 bits a weight against 32 (the tiny shape's output layer is most of its weights)
     assert rows["int4"]["weights_read_mib"] < rows["none"]["weights_read_mib"] / 6
