@@ -377,6 +377,8 @@ def output(document: Document, edits: list[TextEdit], report: dict, args: argpar
     elif args.write:
         if new_text != document.text:
             write_atomic(args.file, document.encode(new_text))
+    elif new_text == document.text:
+        print("infill: no change (the model wrote the span as it is)", file=sys.stderr)
     else:
         sys.stdout.write(unified_diff(document.text, new_text, str(args.file)))
 
