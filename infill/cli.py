@@ -33,9 +33,9 @@ from pathlib import Path
 from infill import __version__
 from infill.engine.pipeline import Canvas, Hooks, RequestStats, Step, run
 from infill.errors import InputError, ModelError, TimedOut
-from infill.model_info import language_notice, model_card
 from infill.models import load
 from infill.models.defaults import PUBLISHED_PASS_BUDGET, TUNABLE, recommended_pass_budget, with_recommended
+from infill.models.model_info import language_notice, model_card
 from infill.modes import (
     AlternativesRequest,
     Candidate,

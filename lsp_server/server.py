@@ -1,7 +1,7 @@
 """infill-lsp: the language server, a thin pygls layer over plain functions.
 
 - ``initialize`` reads ``initializationOptions`` and names the model they point at in
-  ``serverInfo.version`` (:mod:`infill.model_info`; a ``window/logMessage`` names it again when
+  ``serverInfo.version`` (:mod:`infill.models.model_info`; a ``window/logMessage`` names it again when
   it is loaded); after ``initialized`` the server asks for the
   client's ``infill`` configuration section (``workspace/configuration``) when the client can
   answer, and again on ``workspace/didChangeConfiguration`` (:mod:`lsp_server.settings`).
@@ -63,7 +63,7 @@ from pygls.workspace import TextDocument
 
 from infill import __version__
 from infill.errors import Cancelled, InputError
-from infill.model_info import language_notice, model_card
+from infill.models.model_info import language_notice, model_card
 from infill.text.languages import Language, detect
 from lsp_server import actions, diagnostics, inline
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives

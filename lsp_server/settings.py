@@ -7,7 +7,7 @@ section of the client's configuration (``workspace/configuration``,
     {"modelPath": "/path/to/model/dir",   # default: the model shipped in the package; any folder
                                            # infill.models.load takes (Dream, DiffuCoder, LLaDA, ...),
                                            # or a name ORG/NAME[@REVISION] in the local Hugging Face
-                                           # cache (infill.hub_cache; never downloaded)
+                                           # cache (infill.models.hub_cache; never downloaded)
      "device": "auto",                     # cuda, mps, cpu or auto (the first available)
      "dtype": "auto",                      # float32, bfloat16, float16 or auto (docs/models.md)
      "trustRemoteCode": false,             # run the checkpoint's own modeling code (never otherwise)

@@ -2,7 +2,7 @@
 others cannot be run, read without loading any weights (config.json, the tokenizer files, the
 safetensors index or headers).
 
-Looked at: every model repository in the Hugging Face cache (infill.hub_cache: its refs/main
+Looked at: every model repository in the Hugging Face cache (infill.models.hub_cache: its refs/main
 snapshot, else the newest), and each FOLDER given, with its direct subfolders that hold a
 config.json. A checkpoint's family is what `infill.models.load` would run it as: the module
 `family_module` picks, then that module's `conventions` (Dream, DreamOn, DiffuCoder-Instruct,
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import torch
 
+import infill.models.native as native
 from infill.errors import ModelError
-from infill.hub_cache import CachedRepo, cache_root, cached_repos
-from infill.model_info import count_parameters, native_model_problem
-from infill.models import SUPPORTED, family_module, native, read_config
+from infill.models.hub_cache import CachedRepo, cache_root, cached_repos
+from infill.models.loader import SUPPORTED, family_module, read_config
+from infill.models.model_info import count_parameters, native_model_problem
 from infill.models.weights import count_text, weight_files, weights_size
 
 NATIVE_FAMILY = "infill (own)"

@@ -29,9 +29,9 @@ import torch
 
 from infill.engine.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
-from infill.hub_cache import model_name
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
+from infill.models.hub_cache import model_name
 from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
 from infill.models.weights import load_network, memory_note, weight_files
 

@@ -2,7 +2,7 @@
 
 The directory holds float16 safetensors (one file, or shards of at most `MAX_SHARD` bytes with
 `model.safetensors.index.json` beside them), config.json, tokenizer.json, training.json (what the
-model is and how it was trained: `infill.model_info` reads it) and, where there is a log, the
+model is and how it was trained: `infill.models.model_info` reads it) and, where there is a log, the
 loss plot. It is written next to its target and renamed into place, so a half-written export is
 never left where a model is looked for.
 """

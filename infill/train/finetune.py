@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from infill.errors import InputError, ModelError
-from infill.model_info import model_card, native_model_problem
+from infill.models.model_info import model_card, native_model_problem
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import CorpusFile

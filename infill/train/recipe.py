@@ -267,7 +267,7 @@ def recipe(
 
 def check_init_model(folder: Path, tiny: bool) -> Path:
     """The absolute path of an exported native model to start from, or a clear refusal."""
-    from infill.model_info import native_model_problem
+    from infill.models.model_info import native_model_problem
 
     problem = native_model_problem(folder)
     if problem:

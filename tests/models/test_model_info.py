@@ -15,7 +15,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from train_fixtures import tiny_model
 
-from infill.model_info import SHIPPED_MODEL_DIR, count_parameters, model_card, native_model_problem
+from infill.models.model_info import SHIPPED_MODEL_DIR, count_parameters, model_card, native_model_problem
 from infill.models.native import DEFAULT_MODEL_DIR, load_backend
 
 REPO = Path(__file__).resolve().parents[2]

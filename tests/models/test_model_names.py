@@ -25,8 +25,8 @@ from safetensors import safe_open
 
 from infill.cli import EXIT_INPUT, EXIT_MODEL, EXIT_OK, main
 from infill.errors import ModelError
-from infill.hub_cache import cache_root, resolve_model
-from infill.model_info import model_card
+from infill.models.hub_cache import cache_root, resolve_model
+from infill.models.model_info import model_card
 from infill.models.weights import count_text
 
 MAIN, TAG = "a" * 40, "b" * 40  # commits: main is Dream, the tag "dreamon" DreamOn

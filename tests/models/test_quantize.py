@@ -25,7 +25,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from torch import nn
 
-import infill.models
+import infill.models.loader
 from infill.cli import EXIT_MODEL, main
 from infill.errors import ModelError
 from infill.models import load, pick_native_dtype
@@ -182,7 +182,7 @@ def test_a_bfloat16_fill_from_the_command_line(tmp_path):
 def test_auto_dtype_of_the_shipped_model_follows_the_cpu(native, monkeypatch):
     """"auto": bfloat16 where the CPU computes it natively, float32 where it would be emulated
     (many times slower), and float32 for int8 weights; an asked dtype is kept."""
-    monkeypatch.setattr(infill.models, "cpu_has_bfloat16", lambda: native)
+    monkeypatch.setattr(infill.models.loader, "cpu_has_bfloat16", lambda: native)
     expected = torch.bfloat16 if native else torch.float32
     assert pick_native_dtype("auto") == pick_native_dtype(None) == expected
     assert pick_native_dtype("auto", "int8") == torch.float32

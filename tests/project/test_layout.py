@@ -165,3 +165,12 @@ if __name__ == "__main__":  # the layout's figures (docs/architecture.md)
     chain = longest_chain(graph)
     print(f"{len(graph)} modules; circles: {circles(graph) or 'none'}")
     print(f"longest import chain: {len(chain)} modules: {' -> '.join(chain)}")
+
+
+def test_the_package_top_holds_its_parts_only():
+    """At most 12 entries at the top of infill/ (subpackages by role, the CLI, the hook, the shared
+    options and errors): a module about models sits in infill/models/, and so on."""
+    hidden = ("__pycache__", ".")
+    entries = sorted(p.name for p in (ROOT / "infill").iterdir() if not p.name.startswith(hidden))
+    assert len(entries) <= 12, entries
+    assert "hub_cache.py" not in entries and "model_info.py" not in entries

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from infill.model_info import count_parameters, model_card
+from infill.models.model_info import count_parameters, model_card
 from infill.models.native import load_backend
 from infill.models.native.model import InfillModel
 from infill.train.cli import main as train_main
@@ -245,7 +245,8 @@ def test_the_training_code_imports_without_tree_sitter():
     """The GPU machine has torch, transformers and tokenizers but not tree-sitter or pygls."""
     missing = ["tree_sitter", "tree_sitter_python", "unidiff", "pygls"]
     blocked = f"import sys; sys.modules.update(dict.fromkeys({missing!r}))"
-    code = f"{blocked}; import infill.train.cli, infill.train.recipe, infill.train.train, infill.model_info"
+    modules = "infill.train.cli, infill.train.recipe, infill.train.train, infill.models.model_info"
+    code = f"{blocked}; import {modules}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
 

@@ -16,13 +16,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from infill.errors import ModelError
-from infill.hub_cache import resolve_model
+from infill.models.hub_cache import resolve_model
 from infill.text.languages import Language
 
 NATIVE_MODEL_TYPE = "infill-diffusion"
 # The shipped model: infill.models.native.DEFAULT_MODEL_DIR, named here without importing torch (the
 # language server reads the card while it answers `initialize`).
-SHIPPED_MODEL_DIR = Path(__file__).parent / "default_model"
+SHIPPED_MODEL_DIR = Path(__file__).parents[1] / "default_model"
 SHIPPED_MODEL_LANGUAGES = ("python",)  # what the shipped model was trained on (docs/training.md)
 
 
