@@ -104,6 +104,7 @@ def quality(args: argparse.Namespace) -> dict:
         backend = KeptContext(backend)
     results = run_quality(backend, args)
     results["kept_context"] = args.kept_context
+    results["quantize"], results["dtype"] = args.quantize, args.dtype  # as asked ("auto": infill chose)
     return results
 
 
