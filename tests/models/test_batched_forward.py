@@ -34,7 +34,7 @@ TOLERANCE = 1e-4
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_backend(threads=2)
+    return load_backend()
 
 
 @pytest.fixture(scope="module")
