@@ -96,7 +96,9 @@ class PassDenoiser:
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
         return self.execute(Pass(ids))
 
-    def _cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
+    def _cached_logits(
+        self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool
+    ) -> torch.Tensor:
         return self.execute(Pass(ids, positions, cache, refresh))
 
 

@@ -66,7 +66,7 @@ class Pass:
 
     @property
     def kind(self) -> str:
-        """"full" (every position's logits), "refresh" or "span": passes of one kind can share a forward."""
+        """Passes of one kind can share a forward: "full" (every position's logits), "refresh", "span"."""
         if self.positions is None:
             return "full"
         return "refresh" if self.refresh else "span"

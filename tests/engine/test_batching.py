@@ -88,7 +88,8 @@ def assert_as_in_process(denoiser, requests: dict, **settings):
 
 def fills(text: str, lines: list[tuple[int, int]], **options) -> dict:
     doc = document(text)
-    return {f"fill {a}-{b}": FillRequest(doc, [line_span(text, a, b)], InfillOptions(**options)) for a, b in lines}
+    options = InfillOptions(**options)
+    return {f"fill {a}-{b}": FillRequest(doc, [line_span(text, a, b)], options) for a, b in lines}
 
 
 # ----------------------------------------------------------------------------- the real models
@@ -110,17 +111,18 @@ def dream(tmp_path_factory):
 def test_every_mode_gives_its_in_process_result_batched_with_the_others(shipped):
     doc, broken = document(COUNTER_MODULE), document(BROKEN)
     seeded = InfillOptions(sampler=SamplerConfig(temperature=0.8, seed=3))
+    other_seed = InfillOptions(sampler=SamplerConfig(seed=5))
+    two_spans = [line_span(COUNTER_MODULE, 4, 4), line_span(COUNTER_MODULE, 19, 19)]
+    cursor, later = COUNTER_MODULE.index("total = 0") + 8, COUNTER_MODULE.index("return self") + 7
     requests = {
         **fills(COUNTER_MODULE, [(6, 6), (11, 11), (12, 13)]),
-        "fill two spans": FillRequest(doc, [line_span(COUNTER_MODULE, 4, 4), line_span(COUNTER_MODULE, 19, 19)]),
+        "fill two spans": FillRequest(doc, two_spans),
         "fix": FixRequest(broken, [line_span(BROKEN, 12, 12)], FixOptions()),
         "docstrings": DocstringRequest(doc, missing_docstrings(doc.text)),
         "alternatives": AlternativesRequest(doc, line_span(COUNTER_MODULE, 12, 12), 3, seeded),
-        "alternatives at 0.5": AlternativesRequest(doc, line_span(COUNTER_MODULE, 6, 6), 2,
-                                                   InfillOptions(sampler=SamplerConfig(seed=5)), 0.5),  # fmt: skip
-        "inline": InlineRequest(doc, COUNTER_MODULE.index("total = 0") + len("total = "), InfillOptions()),
-        "inline samples": InlineRequest(doc, COUNTER_MODULE.index("return self") + len("return "), seeded,
-                                        samples=2),  # fmt: skip
+        "alternatives at 0.5": AlternativesRequest(doc, line_span(COUNTER_MODULE, 6, 6), 2, other_seed, 0.5),
+        "inline": InlineRequest(doc, cursor, InfillOptions()),
+        "inline samples": InlineRequest(doc, later, seeded, samples=2),
     }
     alone, stats = assert_as_in_process(shipped, requests)
     assert alone["fix"].flagged and alone["docstrings"].fills  # the modes did their work
@@ -137,11 +139,11 @@ def test_a_published_family_and_its_authors_loop_give_their_in_process_results(d
     text = AREA_MODULE
     hole = Span(text.index("width * height"), text.index("width * height") + len("width * height"))
     authors = InfillOptions(protocol="authors", budget=6, authors=AuthorsSettings())
+    maskgit = dataclasses.replace(authors, authors=AuthorsSettings(order="maskgit_plus"))
     requests = {
-        **fills(text, [(5, 5), (7, 8)], **NO_REPAIR),
+        **fills(text, [(5, 5), (8, 8)], **NO_REPAIR),
         "authors": FillRequest(document(text), [hole], authors),
-        "authors, maskgit_plus": FillRequest(document(text), [Span(0, 6)], dataclasses.replace(
-            authors, authors=AuthorsSettings(order="maskgit_plus"))),  # fmt: skip
+        "authors, maskgit_plus": FillRequest(document(text), [Span(0, 6)], maskgit),
         "fix": FixRequest(document(text), [line_span(text, 8, 8)], FixOptions(retries=0, token_edits=0)),
     }
     alone, stats = assert_as_in_process(dream, requests)
@@ -153,8 +155,11 @@ def test_a_published_family_and_its_authors_loop_give_their_in_process_results(d
 def test_a_network_that_cannot_batch_runs_each_pass_alone(dream):
     """The checkpoint's own modeling code (--trust-remote-code) has no run_passes: the driver
     still interleaves requests, one pass per forward."""
-    plain = CheckpointDenoiser(**{f.name: getattr(dream, f.name) for f in dataclasses.fields(CheckpointDenoiser)})
-    _, stats = assert_as_in_process(plain, fills(AREA_MODULE, [(5, 5), (8, 8)], **NO_REPAIR))
+    plain_type = CheckpointDenoiser
+    plain = plain_type(**{f.name: getattr(dream, f.name) for f in dataclasses.fields(plain_type)})
+    _, stats = assert_as_in_process(
+        plain, fills(AREA_MODULE, [(5, 5), (8, 8)], sampler=SamplerConfig(steps=6), **NO_REPAIR)
+    )
     assert stats.most_requests == 1 and stats.passes >= 2
 
 
@@ -195,8 +200,8 @@ def test_the_pass_denoiser_run_in_process_is_the_denoiser(tiny_backend):
 
 
 def test_requests_of_different_lengths_share_forwards(tiny_backend):
-    requests = {"short": Passes(canvas(tiny_backend, 30), 4), "long": Passes(canvas(tiny_backend, 70, 5), 4),
-                "mid": Passes(canvas(tiny_backend, 50, 9), 4)}  # fmt: skip
+    lengths = {"short": (30, 0), "long": (70, 5), "mid": (50, 9)}
+    requests = {name: Passes(canvas(tiny_backend, *at), 4) for name, at in lengths.items()}
     results, stats = run_batched(tiny_backend, requests, gather_s=5.0)  # wait for all: one forward a round
     for name, request in requests.items():
         alone = tiny_backend.cached_logits(request.ids, torch.arange(3), tiny_backend.new_cache(), True)
@@ -206,9 +211,9 @@ def test_requests_of_different_lengths_share_forwards(tiny_backend):
 
 
 def test_fills_and_alternatives_on_the_tiny_model_batched(tiny_backend):
-    requests = {**fills(AREA_MODULE, [(5, 5), (3, 3)], retries=1),
-                "alternatives": AlternativesRequest(document(AREA_MODULE), line_span(AREA_MODULE, 8, 8), 3,
-                                                    InfillOptions(sampler=SamplerConfig(seed=1)))}  # fmt: skip
+    seeded = InfillOptions(sampler=SamplerConfig(seed=1))
+    alternatives = AlternativesRequest(document(AREA_MODULE), line_span(AREA_MODULE, 8, 8), 3, seeded)
+    requests = {**fills(AREA_MODULE, [(5, 5), (3, 3)], retries=1), "alternatives": alternatives}
     _, stats = assert_as_in_process(tiny_backend, requests)
     assert stats.shared_passes >= 1 and stats.most_rows >= 4
 
@@ -233,14 +238,31 @@ def test_a_request_whose_hook_says_cancelled_leaves(tiny_backend):
     driver's both read it; the fill stops with Cancelled, the other fills finish."""
     gone = threading.Event()
     requests = fills(AREA_MODULE, [(7, 8), (5, 5)], retries=0)
+    hooks = Hooks(cancelled=gone.is_set, on_step=lambda canvas, step: gone.set())
     with BatchingDriver(tiny_backend) as driver:
-        leaving = driver.submit(requests["fill 7-8"], Hooks(cancelled=gone.is_set,
-                                                           on_step=lambda canvas, step: gone.set()))  # fmt: skip
+        leaving = driver.submit(requests["fill 7-8"], hooks)
         staying = driver.submit(requests["fill 5-5"])
         with pytest.raises(Cancelled):
             leaving.result(timeout=60)
-        assert_same(comparable(staying.result(timeout=60)), comparable(run(tiny_backend, requests["fill 5-5"])))
+        alone = run(tiny_backend, requests["fill 5-5"])
+        assert_same(comparable(staying.result(timeout=60)), comparable(alone))
     assert leaving.passes == 1
+
+
+def test_each_request_keeps_its_own_deadline(tiny_backend):
+    """A request past its deadline ends its fill at its next pass (and skips the repair stage),
+    as in-process; the request beside it runs its whole schedule."""
+    requests = fills(AREA_MODULE, [(7, 8), (5, 5)])
+    driver = BatchingDriver(tiny_backend)
+    late = driver.submit(requests["fill 7-8"], Hooks(deadline=time.monotonic() - 1))
+    on_time = driver.submit(requests["fill 5-5"])
+    with driver:
+        ended, finished = late.result(timeout=60), on_time.result(timeout=60)
+    alone = run(tiny_backend, requests["fill 7-8"], Hooks(deadline=time.monotonic() - 1))
+    assert_same(comparable(ended), comparable(alone))
+    assert ended.stats.forward_passes == 1
+    assert_same(comparable(finished), comparable(run(tiny_backend, requests["fill 5-5"])))
+    assert finished.stats.forward_passes > 1
 
 
 def test_a_request_that_raises_does_not_stop_the_others(tiny_backend):
@@ -286,7 +308,8 @@ def test_requests_past_max_live_wait_in_the_queue(tiny_backend):
 
 def test_max_rows_bounds_a_forward(tiny_backend):
     rows3 = Passes(canvas(tiny_backend, 30).repeat(3, 1), 3)
-    requests = {"three rows": rows3, **{f"one {i}": Passes(canvas(tiny_backend, 25 + i), 3) for i in range(3)}}
+    ones = {f"one {i}": Passes(canvas(tiny_backend, 25 + i), 3) for i in range(3)}
+    requests = {"three rows": rows3, **ones}
     _, stats = run_batched(tiny_backend, requests, max_rows=4, gather_s=5.0)
     assert stats.most_rows <= 4 and stats.rows == 18 and stats.passes >= 5
 

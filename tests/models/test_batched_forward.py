@@ -14,7 +14,7 @@ from infill.models import load
 from infill.models.base import Pass
 from infill.models.native import load_backend
 
-CODE = '''def mean(values):
+CODE = """def mean(values):
     total = 0
     for value in values:
         total += value
@@ -28,7 +28,7 @@ class Counter:
     def increment(self, step=1):
         self.count += step
         return self.count
-'''
+"""
 TOLERANCE = 1e-4
 
 
