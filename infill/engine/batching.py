@@ -176,6 +176,7 @@ class BatchingDriver:
         self._numbers = itertools.count()
         self._loop: threading.Thread | None = None
         self._closing = False
+        self._stopped: BaseException | None = None  # what ended the loop, if anything did
         self._counts = dict(passes=0, rows=0, most_rows=0, most_requests=0, shared_passes=0,
                             forward_seconds=0.0, finished=0, cancelled=0, failed=0)  # fmt: skip
 
@@ -183,7 +184,7 @@ class BatchingDriver:
 
     def submit(self, request: Request, hooks: Hooks | None = None) -> Ticket:
         with self._lock:
-            if self._closing:
+            if self._closing or self._stopped is not None:
                 raise RuntimeError("the batching driver is closed")
             ticket = Ticket(request, hooks, self._wake, next(self._numbers))
             self._queue.append(ticket)
@@ -242,6 +243,8 @@ class BatchingDriver:
         with self._lock:
             if ticket.cancelled():
                 raise Cancelled("request cancelled")
+            if self._stopped is not None:
+                raise RuntimeError("the batching driver's loop has ended") from self._stopped
             ticket.answered.clear()
             ticket.pending, ticket.since = p, time.monotonic()
             self._lock.notify_all()
@@ -265,7 +268,15 @@ class BatchingDriver:
                 taken = self._next_passes()
                 if taken is None:
                     return
-            self._forward(taken)
+            try:
+                self._forward(taken)
+            except BaseException as error:  # not a pass's own (those are caught): the loop ends,
+                with self._lock:  # and no request may wait for it for ever
+                    self._stopped = error
+                    for ticket in self._live:
+                        if ticket.pending is not None:
+                            self._answer(ticket, error)
+                raise
 
     def _next_passes(self) -> list[Ticket] | None:
         """Under the lock: wait for passes worth a forward and take them (None: closed and idle)."""
