@@ -8,10 +8,16 @@ None elsewhere), `recommended` (its authors' sampler settings, a plain dict), `f
 `scores_visible_tokens` (True: trained to restore randomly replaced visible tokens, so the
 probability at an unmasked position judges the token there; False by default: a loss at masked
 positions only. Fix mode scores a span by it: `infill.modes.fix.scores_visible_tokens`).
+
+`Pass` is one call of the network methods below as data: the unit of work a request asks of the
+model. In-process a pass runs at once (`Pass.run`); the batching driver (infill.engine.batching)
+runs the pending passes of several requests as one forward, through a denoiser's
+`run_passes` (`BatchingDenoiser`: the caching families, infill.models.batching).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -43,3 +49,41 @@ class CachingDenoiser(Denoiser, Protocol):
     def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
         """ids (B, L), positions (P,) -> logits (B, P, vocab)."""
         ...
+
+
+@dataclass(frozen=True, eq=False)
+class Pass:
+    """One call of a denoiser's network: `logits(ids)` (positions None), or
+    `cached_logits(ids, positions, cache, refresh)`. Frozen: the tensors it names belong to the
+    request that asked (its canvas, its cache), and whoever runs it hands back what that call
+    returns: logits (B, L, vocab), or (B, P, vocab) at `positions`, on the CPU in float32."""
+
+    ids: torch.Tensor  # (B, L) the canvas rows
+    positions: torch.Tensor | None = None  # (P,) where logits are wanted; None: every position, no cache
+    cache: object = None  # the request's own cache (the denoiser's new_cache()), written by the pass
+    refresh: bool = True  # a pass over the whole canvas that fills the cache; False: the positions
+    #   only, on the cached keys and values of the rest (infill.engine.prediction)
+
+    @property
+    def kind(self) -> str:
+        """Passes of one kind can share a forward: "full" (every position's logits), "refresh", "span"."""
+        if self.positions is None:
+            return "full"
+        return "refresh" if self.refresh else "span"
+
+    @property
+    def rows(self) -> int:
+        return self.ids.shape[0]
+
+    def run(self, denoiser: Denoiser) -> torch.Tensor:
+        """The in-process driver: the call this pass stands for, on `denoiser`, now."""
+        if self.positions is None:
+            return denoiser.logits(self.ids)
+        return denoiser.cached_logits(self.ids, self.positions, self.cache, self.refresh)
+
+
+class BatchingDenoiser(CachingDenoiser, Protocol):
+    """A caching denoiser that runs several passes of one kind (requests' canvases of different
+    lengths) as one forward; each pass gets what its own call would return."""
+
+    def run_passes(self, passes: list[Pass]) -> list[torch.Tensor]: ...

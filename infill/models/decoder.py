@@ -16,6 +16,10 @@ The speed path (`logits_at(..., cache, refresh=False)`): only the given position
 their queries attend to the keys and values of the whole canvas, taken from the cache of the
 last full pass except at those positions, which are refreshed (Fast-dLLM's "dual cache", as in
 `infill.models.native.model.InfillModel.cached_logits`).
+
+A batch of canvases of different lengths (infill.models.batching): right-padded, with a key mask
+(B, L), True at each row's real positions, so that no query attends to a padded key; in the
+speed path each row has its own positions (B, P) and its own rows of the cache.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infill.models.native.model import LayerCache
+from infill.models.native.model import LayerCache, at_positions, key_padding, write_at
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,13 @@ class RMSNorm(nn.Module):
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin of shape (len(positions), head_dim) in float32 (each angle twice: rotate-half layout)."""
+    """cos, sin of shape (len(positions), head_dim) in float32 (each angle twice: rotate-half
+    layout); for positions (B, P), row by row: (B, 1, P, head_dim), to turn (B, H, P, head_dim)."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim)
+    if positions.dim() == 2:
+        angles = positions.float()[..., None] * inv_freq
+        angles = torch.cat([angles, angles], dim=-1)[:, None]
+        return angles.cos(), angles.sin()
     angles = torch.outer(positions.float(), inv_freq)
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
@@ -94,10 +103,12 @@ class Attention(nn.Module):
         self.v = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
         self.o = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
 
-    def forward(self, x, cos, sin, cache: LayerCache | None = None, positions: torch.Tensor | None = None):
+    def forward(self, x, cos, sin, cache: LayerCache | None = None, positions: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None):  # fmt: skip
         """x (B, L, hidden) -> (B, L, hidden). With `cache` and `positions` (the canvas positions x
-        holds), keys and values of every other position come from the cache, which then holds the
-        fresh ones of `positions`; with `cache` alone (a full pass), the cache is filled."""
+        holds: (P,), or (B, P) row by row), keys and values of every other position come from the
+        cache, which then holds the fresh ones of `positions`; with `cache` alone (a full pass),
+        the cache is filled. `attn_mask` (B, 1, 1, L): the keys each row may attend to (None: all)."""
         B, L, _ = x.shape
         q = self.q(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
@@ -107,12 +118,13 @@ class Attention(nn.Module):
             if positions is None:
                 cache.keys, cache.values = k, v
             else:
-                cache.keys[:, :, positions], cache.values[:, :, positions] = k, v
+                write_at(cache.keys, positions, k)
+                write_at(cache.values, positions, v)
                 k, v = cache.keys, cache.values
         if self.num_kv_heads != self.num_heads:  # grouped-query: each key/value head serves a group
             group = self.num_heads // self.num_kv_heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v)  # no mask: bidirectional
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # no causal mask: bidirectional
         return self.o(y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim))
 
 
@@ -135,8 +147,8 @@ class Layer(nn.Module):
         self.mlp_norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.mlp = MLP(c)
 
-    def forward(self, x, cos, sin, cache=None, positions=None):
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions)
+    def forward(self, x, cos, sin, cache=None, positions=None, attn_mask=None):
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions, attn_mask)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -172,12 +184,14 @@ class Decoder(nn.Module):
         return rotary_tables(positions, self.config.head_dim, self.config.rope_theta)
 
     @torch.no_grad()
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`key_mask` (B, L): True at real tokens of right-padded canvases (None: no padding)."""
         positions = torch.arange(ids.shape[1], device=ids.device)
         cos, sin = self.tables(positions)
+        attn_mask = key_padding(key_mask)
         x = self.embedding(ids)
         for layer in self.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, attn_mask=attn_mask)
         return self.output(x)
 
     def new_cache(self) -> list[LayerCache]:
@@ -185,18 +199,25 @@ class Decoder(nn.Module):
 
     @torch.no_grad()
     def logits_at(
-        self, ids: torch.Tensor, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: list[LayerCache],
+        refresh: bool,
+        key_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, P, vocab) at `positions` (P,) only. `refresh`: one pass over the whole canvas
-        that also fills `cache`; otherwise only `positions` are computed, on the cached context."""
+        that also fills `cache`; otherwise only `positions` are computed, on the cached context.
+        A padded batch: `key_mask` (B, L) True at real tokens, `positions` (B, P) row by row."""
+        attn_mask = key_padding(key_mask)
         if refresh:
             cos, sin = self.tables(torch.arange(ids.shape[1], device=ids.device))
             x = self.embedding(ids)
             for layer, layer_cache in zip(self.layers, cache):
-                x = layer(x, cos, sin, layer_cache)
-            return self.output(x[:, positions])
+                x = layer(x, cos, sin, layer_cache, attn_mask=attn_mask)
+            return self.output(at_positions(x, positions))
         cos, sin = self.tables(positions)
-        x = self.embedding(ids[:, positions])
+        x = self.embedding(at_positions(ids, positions))
         for layer, layer_cache in zip(self.layers, cache):
-            x = layer(x, cos, sin, layer_cache, positions)
+            x = layer(x, cos, sin, layer_cache, positions, attn_mask)
         return self.output(x)

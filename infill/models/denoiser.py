@@ -11,11 +11,13 @@ Tensors cross the interface on the CPU in float32; the network runs on its own d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from infill.engine.canvas import NO_FRAMING, Framing
+from infill.models.base import Pass
+from infill.models.batching import run_batch
 from infill.models.decoder import Decoder
 from infill.models.vocabulary import CheckpointTokenizer
 
@@ -95,11 +97,35 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         ids = ids.to(self.device)
         if not self.shift:
             return self.network.logits_at(ids, positions.to(self.device), cache, refresh).cpu().float()
-        source = (positions - 1).clamp(min=0)
-        needed = torch.unique(torch.cat([positions, source]))  # sorted
+        needed, rows = shifted(positions)
         out = self.network.logits_at(ids, needed.to(self.device), cache, refresh)
-        rows = torch.searchsorted(needed, source).to(self.device)
-        return out[:, rows].cpu().float()
+        return out[:, rows.to(self.device)].cpu().float()
+
+    @torch.no_grad()
+    def run_passes(self, passes: list[Pass]) -> list[torch.Tensor]:
+        """Passes of one kind (several requests' canvases) as one forward, each pass's logits as
+        its own call returns them (infill.models.batching: right-padding and a key mask)."""
+        computed, picks = passes, [None] * len(passes)
+        if self.shift and passes[0].positions is not None:
+            picks = [shifted(p.positions)[1] for p in passes]
+            computed = [replace(p, positions=shifted(p.positions)[0]) for p in passes]
+        outs = run_batch(computed, self.device, self.network, self.network.logits_at, self.new_cache)
+        results = []
+        for p, out, pick in zip(passes, outs, picks):
+            if self.shift and p.positions is None:
+                out = torch.cat([out[:, :1], out[:, :-1]], dim=1)
+            elif pick is not None:
+                out = out[:, pick.to(self.device)]
+            results.append(out.cpu().float())
+        return results
+
+
+def shifted(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A shifted family's logits at `positions` (P,): the positions to compute (each and the one
+    before it, sorted) and, among them, the rows that predict the tokens at `positions`."""
+    source = (positions - 1).clamp(min=0)
+    needed = torch.unique(torch.cat([positions, source]))  # sorted
+    return needed, torch.searchsorted(needed, source)
 
 
 def unusable_ids(tokenizer: CheckpointTokenizer, vocab_size: int, null_id: int | None) -> frozenset[int]:

@@ -10,6 +10,8 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from infill.errors import ModelError
+from infill.models.base import Pass
+from infill.models.batching import run_batch
 from infill.models.native.model import InfillModel, LayerCache
 from infill.models.native.tokenizer import CodeTokenizer
 
@@ -67,6 +69,17 @@ class InfillBackend:
         and values unless `refresh` (see `InfillModel.cached_logits`)."""
         ids, positions = ids.to(self.device), positions.to(self.device)
         return self.model.cached_logits(ids, positions, cache, refresh).float().cpu()
+
+    @torch.no_grad()
+    def run_passes(self, passes: list[Pass]) -> list[torch.Tensor]:
+        """Passes of one kind (several requests' canvases) as one forward, each pass's logits as
+        its own call returns them (infill.models.batching: right-padding and a key mask)."""
+
+        def full(ids: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+            return self.model(ids, attention_mask=key_mask).logits
+
+        outs = run_batch(passes, self.device, full, self.model.cached_logits, self.new_cache)
+        return [out.float().cpu() for out in outs]
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)

@@ -75,6 +75,29 @@ class LayerCache:
     values: torch.Tensor | None = None
 
 
+def at_positions(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """x (B, L, ...) at `positions`: (P,) the same for every row, or (B, P) row by row (a batch
+    of canvases, each with its own span: infill.models.batching) -> (B, P, ...)."""
+    if positions.dim() == 1:
+        return x[:, positions]
+    return x[torch.arange(x.shape[0], device=x.device)[:, None], positions]
+
+
+def write_at(cached: torch.Tensor, positions: torch.Tensor, fresh: torch.Tensor) -> None:
+    """Keys or values (B, H, L, D) of a cache hold `fresh` (B, H, P, D) at `positions`, (P,) or (B, P)."""
+    if positions.dim() == 1:
+        cached[:, :, positions] = fresh
+    else:
+        rows = torch.arange(fresh.shape[0], device=fresh.device)[:, None]
+        cached[rows, :, positions] = fresh.transpose(1, 2)  # indexed (B, P, H, D)
+
+
+def key_padding(key_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A (B, L) mask, True at real tokens, as the attention's (B, 1, 1, L) mask over keys: a padded
+    position is never attended (right-padded canvases of different lengths in one batch)."""
+    return None if key_mask is None else key_mask.bool()[:, None, None, :]
+
+
 class Attention(nn.Module):
     def __init__(self, config: InfillConfig):
         super().__init__()
@@ -83,9 +106,10 @@ class Attention(nn.Module):
         self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
 
     def forward(self, x, cos, sin, attn_mask, cache: LayerCache | None = None, positions=None):
-        """x (B, L, D) -> (B, L, D). With `cache` and `positions` (the P canvas positions x holds),
-        queries come from those positions only and keys/values of every other position come from
-        the cache; the cache then holds the fresh keys/values of `positions`."""
+        """x (B, L, D) -> (B, L, D). With `cache` and `positions` (the P canvas positions x holds:
+        (P,), or (B, P) row by row), queries come from those positions only and keys/values of
+        every other position come from the cache; the cache then holds the fresh keys/values of
+        `positions`. `attn_mask` (B, 1, 1, L): the keys each row may attend to (None: all)."""
         B, L, D = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, D // self.num_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, L, head_dim)
@@ -94,7 +118,8 @@ class Attention(nn.Module):
             if positions is None:  # a full pass: remember every position's keys and values
                 cache.keys, cache.values = k, v
             else:  # a partial pass: refresh the given positions, reuse the rest
-                cache.keys[:, :, positions], cache.values[:, :, positions] = k, v
+                write_at(cache.keys, positions, k)
+                write_at(cache.values, positions, v)
                 k, v = cache.keys, cache.values
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # bidirectional
         return self.out(y.transpose(1, 2).reshape(B, L, D))
@@ -159,16 +184,19 @@ class InfillModel(PreTrainedModel):
         cos, sin = rotary_tables(
             L, head_dim, self.config.rope_theta, input_ids.device, self.embed.weight.dtype
         )
-        attn_mask = None
-        if attention_mask is not None:
-            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L) over keys
+        attn_mask = key_padding(attention_mask)  # (B, 1, 1, L) over keys
         x = self.embed(input_ids)
         for block in self.blocks:
             x = block(x, cos, sin, attn_mask)
         return self.norm(x)
 
     def cached_logits(
-        self, input_ids, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+        self,
+        input_ids,
+        positions: torch.Tensor,
+        cache: list[LayerCache],
+        refresh: bool,
+        key_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits (B, P, vocab) at `positions` (P,) of the canvas only.
 
@@ -176,21 +204,28 @@ class InfillModel(PreTrainedModel):
         and values. Otherwise only `positions` are computed, attending to the cached keys and
         values of the rest of the canvas (the fixed context: Fast-dLLM's dual cache). Cached
         context keys are those of the last full pass, an approximation that costs little while
-        only the editable positions change."""
+        only the editable positions change.
+
+        A batch of canvases of different lengths (infill.models.batching): `input_ids` and the
+        cache right-padded, `key_mask` (B, L) True at each row's real positions (padded keys are
+        never attended), `positions` (B, P) each row's own."""
         head_dim = self.config.hidden_size // self.config.num_heads
         cos, sin = rotary_tables(
             input_ids.shape[1], head_dim, self.config.rope_theta, input_ids.device, self.embed.weight.dtype
         )
+        attn_mask = key_padding(key_mask)
         if refresh:
             x = self.embed(input_ids)
             for block, layer in zip(self.blocks, cache):
-                x = block(x, cos, sin, None, layer)
-            x = x[:, positions]
+                x = block(x, cos, sin, attn_mask, layer)
+            x = at_positions(x, positions)
         else:
-            x = self.embed(input_ids[:, positions])
+            x = self.embed(at_positions(input_ids, positions))
             cos, sin = cos[positions], sin[positions]
+            if positions.dim() == 2:  # (B, P, D/2) -> (B, 1, P, D/2): each row its positions' angles
+                cos, sin = cos[:, None], sin[:, None]
             for block, layer in zip(self.blocks, cache):
-                x = block(x, cos, sin, None, layer, positions)
+                x = block(x, cos, sin, attn_mask, layer, positions)
         return self.lm_head(self.norm(x))
 
     def forward(self, input_ids, attention_mask=None, labels=None, **unused):

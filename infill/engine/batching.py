@@ -1,0 +1,365 @@
+"""Denoising steps of several requests batched in one forward (iteration-level batching, issue 38).
+
+Where the engine meets the network. A request runs as one call of `pipeline.run`, and every stage
+that runs the model (the sampler through infill.engine.prediction, the repair stage, recall, fix
+mode's scoring, span-length scoring, the authors' loops) calls one of the denoiser's two network
+methods: `logits(ids)` or `cached_logits(ids, positions, cache, refresh)` (`new_cache` only makes
+an empty cache). A pass (`infill.models.base.Pass`) is one such call as data, so a request is a
+sequence of passes with the engine's own work (choosing tokens, parsing, repairing) between them.
+
+Two drivers run the passes:
+
+    in-process   each pass runs when the request asks (`Pass.run`: the denoiser itself). The CLI
+                 and the language server run requests this way; nothing here is on their path.
+    batching     `BatchingDriver` (here): each admitted request runs its ordinary `pipeline.run`
+                 in a thread of its own, on a `PassDenoiser`: the same denoiser, except that a
+                 call of a network method hands its pass to the driver and waits for its rows.
+
+The driver's loop, between two forwards:
+
+    admit      queued requests start, up to `max_live` at once
+    gather     wait until every live request has a pass pending, or the oldest pending pass has
+               waited `gather_s` (a request busy parsing does not hold the others up longer)
+    take       pending passes, oldest first, up to `max_rows` rows in all (at least one pass);
+               a cancelled request's pass is not run: the request gets Cancelled and leaves
+    forward    the passes taken, one forward per kind ("full", "refresh", "span": the denoiser's
+               `run_passes`, canvases of different lengths right-padded with a key mask,
+               infill.models.batching); a denoiser without `run_passes` runs them one by one
+    deliver    each pass its own rows; a forward that raises is run again pass by pass, so that
+               only the request at fault gets the error
+    retire     a request whose `pipeline.run` returns or raises leaves; its result or error is
+               its ticket's (`Ticket.result`, or `Ticket.future` for asyncio's wrap_future)
+
+So a request joins the running batch between two forwards and leaves it when its fill is done,
+and each request keeps all of its own: its schedule (steps, refreshes, length decisions), its
+repair and recall stages, its deadline (`Hooks.deadline`) and its cancellation (`Hooks.cancelled`,
+or `Ticket.cancel()`: it leaves at its next pass).
+
+Why threads rather than generators. The pipeline's stages are ordinary functions calling each
+other down to the network (fill_canvas -> repair -> retries -> sample -> CanvasPredictor ->
+cached_logits); making a request a generator of passes would turn every one of them into a
+generator (`yield from` on every path to the model): a second shape of the engine to keep in
+step with the first. A thread per request keeps one engine: the code that runs in-process runs
+here line for line, and only the denoiser's two network methods differ. The threads change no
+result: a request's passes are its own, in its own order, its random draws come from its own
+seeded generators, and what it shares with the others is the forward alone. The rows of a padded
+batch equal their own calls to float32 rounding (infill.models.batching), so greedy outputs are
+the in-process ones (tests/engine/test_batching.py: every mode and the authors' protocol).
+
+Counters (`DriverStats`, what a server's /metrics reads): forwards run, rows they carried, the
+most rows and requests in one, forwards shared by several requests, the queue and the live
+requests, and how requests ended.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from infill.engine.pipeline import Hooks, Request, run
+from infill.errors import Cancelled
+from infill.models.base import Pass
+
+if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.models.base import Denoiser
+
+MAX_ROWS = 64  # rows in one forward (a pass with more runs alone)
+MAX_LIVE = 16  # requests running at once; the others wait in the queue
+GATHER_S = 0.005  # how long a pending pass may wait for the other live requests' passes
+
+
+class PassDenoiser:
+    """The denoiser as a request sees it when its passes run elsewhere: `logits` and
+    `cached_logits` hand their pass to `execute` and return what it returns; everything else
+    (tokens, special ids, caches, the family's settings) is the inner denoiser's. It is the
+    innermost wrapper: a kept context (infill.engine.kept_context) wraps it, not the other way."""
+
+    def __init__(self, inner: Denoiser, execute: Callable[[Pass], torch.Tensor]) -> None:
+        self.inner = inner
+        self.execute = execute
+        if hasattr(inner, "cached_logits"):  # the engine reads the capability with hasattr
+            self.cached_logits = self._cached_logits
+
+    def __getattr__(self, name: str) -> Any:  # mask_id, encode, new_cache, framing, ...
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.execute(Pass(ids))
+
+    def _cached_logits(
+        self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool
+    ) -> torch.Tensor:
+        return self.execute(Pass(ids, positions, cache, refresh))
+
+
+@dataclass(frozen=True)
+class DriverStats:
+    """The driver's counters at one moment."""
+
+    passes: int  # forwards run
+    rows: int  # canvas rows those forwards carried
+    most_rows: int  # the most rows in one forward
+    most_requests: int  # the most requests in one forward
+    shared_passes: int  # forwards that carried passes of two requests or more
+    forward_seconds: float  # time spent in forwards
+    queued: int  # submitted, not yet admitted
+    live: int  # admitted, not yet done
+    finished: int  # returned a result
+    cancelled: int  # left on Cancelled
+    failed: int  # raised anything else
+
+    @property
+    def rows_per_pass(self) -> float:
+        return self.rows / self.passes if self.passes else 0.0
+
+
+class Ticket:
+    """One submitted request: its result (or error) once done, and a way to cancel it."""
+
+    def __init__(self, request: Request, hooks: Hooks | None, wake: Callable[[], None], number: int) -> None:
+        self.request = request
+        self.hooks = hooks or Hooks()
+        self.number = number  # submission order
+        self.future: Future = Future()
+        self.passes = 0  # passes of this request the driver has run
+        self._cancel = threading.Event()
+        self._wake = wake
+        # The pass waiting for its rows, since when, and its answer (the driver's lock guards them).
+        self.pending: Pass | None = None
+        self.since = 0.0
+        self.answer: torch.Tensor | BaseException | None = None
+        self.answered = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop the request: it leaves at its next pass (or before it starts), with Cancelled."""
+        self._cancel.set()
+        self._wake()
+
+    def cancelled(self) -> bool:
+        """Cancelled by `cancel()` or by its own hook (a client that went away)."""
+        return self._cancel.is_set() or (self.hooks.cancelled is not None and bool(self.hooks.cancelled()))
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The mode's result, as `pipeline.run` returns it; raises what the request raised."""
+        return self.future.result(timeout)
+
+
+class BatchingDriver:
+    """Runs requests on `denoiser`, their passes batched; see the module's docstring.
+
+    `submit` queues a request and returns its `Ticket`; the loop runs in a thread of its own from
+    `start()` (or entering `with`) to `close()`, which lets the admitted and queued requests
+    finish first."""
+
+    def __init__(self, denoiser: Denoiser, max_rows: int = MAX_ROWS, max_live: int = MAX_LIVE,
+                 gather_s: float = GATHER_S) -> None:  # fmt: skip
+        if max_rows < 1 or max_live < 1 or gather_s < 0:
+            raise ValueError("max_rows and max_live must be at least 1, gather_s at least 0")
+        self.denoiser = denoiser
+        self.max_rows, self.max_live, self.gather_s = max_rows, max_live, gather_s
+        self._lock = threading.Condition()
+        self._queue: deque[Ticket] = deque()
+        self._live: list[Ticket] = []
+        self._numbers = itertools.count()
+        self._loop: threading.Thread | None = None
+        self._closing = False
+        self._stopped: BaseException | None = None  # what ended the loop, if anything did
+        self._counts = dict(passes=0, rows=0, most_rows=0, most_requests=0, shared_passes=0,
+                            forward_seconds=0.0, finished=0, cancelled=0, failed=0)  # fmt: skip
+
+    # ------------------------------------------------------------------ the caller's side
+
+    def submit(self, request: Request, hooks: Hooks | None = None) -> Ticket:
+        with self._lock:
+            if self._closing or self._stopped is not None:
+                raise RuntimeError("the batching driver is closed")
+            ticket = Ticket(request, hooks, self._wake, next(self._numbers))
+            self._queue.append(ticket)
+            self._lock.notify_all()
+        return ticket
+
+    def start(self) -> BatchingDriver:
+        with self._lock:
+            if self._loop is None:
+                self._loop = threading.Thread(target=self._run_loop, name="infill-batching", daemon=True)
+                self._loop.start()
+        return self
+
+    def close(self) -> None:
+        """No new requests; those submitted finish, then the loop ends."""
+        with self._lock:
+            self._closing = True
+            self._lock.notify_all()
+            loop = self._loop
+        if loop is None:  # never started: nothing ran, nothing will
+            self.start()
+            loop = self._loop
+        loop.join()
+
+    def __enter__(self) -> BatchingDriver:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def stats(self) -> DriverStats:
+        with self._lock:
+            return DriverStats(**self._counts, queued=len(self._queue), live=len(self._live))
+
+    # ------------------------------------------------------------------ the requests' threads
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
+
+    def _work(self, ticket: Ticket) -> None:
+        """One request's `pipeline.run`, its passes through the driver."""
+        denoiser = PassDenoiser(self.denoiser, lambda p: self._ask(ticket, p))
+        hooks = replace(ticket.hooks, cancelled=ticket.cancelled)
+        try:
+            result = run(denoiser, ticket.request, hooks)
+        except BaseException as error:  # the request's own end; the others go on
+            self._retire(ticket, "cancelled" if isinstance(error, Cancelled) else "failed")
+            ticket.future.set_exception(error)
+        else:
+            self._retire(ticket, "finished")
+            ticket.future.set_result(result)
+
+    def _ask(self, ticket: Ticket, p: Pass) -> torch.Tensor:
+        """In the request's thread: hand the pass to the loop and wait for its rows."""
+        with self._lock:
+            if ticket.cancelled():
+                raise Cancelled("request cancelled")
+            if self._stopped is not None:
+                raise RuntimeError("the batching driver's loop has ended") from self._stopped
+            ticket.answered.clear()
+            ticket.pending, ticket.since = p, time.monotonic()
+            self._lock.notify_all()
+        ticket.answered.wait()
+        answer, ticket.answer = ticket.answer, None
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def _retire(self, ticket: Ticket, how: str) -> None:
+        with self._lock:
+            self._live.remove(ticket)
+            self._counts[how] += 1
+            self._lock.notify_all()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run_loop(self) -> None:
+        while True:
+            with self._lock:
+                taken = self._next_passes()
+                if taken is None:
+                    return
+            try:
+                self._forward(taken)
+            except BaseException as error:  # not a pass's own (those are caught): the loop ends,
+                with self._lock:  # and no request may wait for it for ever
+                    self._stopped = error
+                    for ticket in self._live:
+                        if ticket.pending is not None:
+                            self._answer(ticket, error)
+                raise
+
+    def _next_passes(self) -> list[Ticket] | None:
+        """Under the lock: wait for passes worth a forward and take them (None: closed and idle)."""
+        while True:
+            self._admit()
+            if self._closing and not self._live and not self._queue:
+                return None
+            pending = [t for t in self._live if t.pending is not None]
+            for ticket in [t for t in pending if t.cancelled()]:
+                self._answer(ticket, Cancelled("request cancelled"))  # it leaves at this pass
+                pending.remove(ticket)
+            if pending:
+                waited = time.monotonic() - min(t.since for t in pending)
+                if len(pending) == len(self._live) or waited >= self.gather_s:
+                    return self._take(pending)
+                self._lock.wait(self.gather_s - waited)
+            else:
+                self._lock.wait()
+
+    def _admit(self) -> None:
+        while self._queue and len(self._live) < self.max_live:
+            ticket = self._queue.popleft()
+            self._live.append(ticket)
+            if ticket.cancelled():  # cancelled while queued: it leaves without a pass
+                self._live.remove(ticket)
+                self._counts["cancelled"] += 1
+                ticket.future.set_exception(Cancelled("request cancelled"))
+                continue
+            threading.Thread(target=self._work, args=(ticket,), name=f"infill-request-{ticket.number}",
+                             daemon=True).start()  # fmt: skip
+
+    def _take(self, pending: list[Ticket]) -> list[Ticket]:
+        taken, rows = [], 0
+        for ticket in sorted(pending, key=lambda t: (t.since, t.number)):
+            if taken and rows + ticket.pending.rows > self.max_rows:
+                break
+            taken.append(ticket)
+            rows += ticket.pending.rows
+        return taken
+
+    def _answer(self, ticket: Ticket, answer: torch.Tensor | BaseException) -> None:
+        ticket.pending, ticket.answer = None, answer
+        ticket.answered.set()
+
+    def _forward(self, taken: list[Ticket]) -> None:
+        """Outside the lock: the taken passes, one forward per kind; each ticket its answer."""
+        by_kind: dict[str, list[Ticket]] = {}
+        for ticket in taken:
+            by_kind.setdefault(ticket.pending.kind, []).append(ticket)
+        groups = list(by_kind.values())
+        if not hasattr(self.denoiser, "run_passes"):  # a network that cannot batch: one by one
+            groups = [[ticket] for ticket in taken]
+        for group in groups:
+            passes = [t.pending for t in group]
+            started = time.perf_counter()
+            answers = self._outputs(passes)
+            seconds = time.perf_counter() - started
+            with self._lock:
+                self._count(group, seconds)
+                for ticket, answer in zip(group, answers):
+                    ticket.passes += 1
+                    self._answer(ticket, answer)
+
+    def _outputs(self, passes: list[Pass]) -> list[torch.Tensor | BaseException]:
+        if len(passes) > 1:
+            try:
+                return self.denoiser.run_passes(passes)
+            except Exception:  # run them one by one: only the pass at fault gets its error
+                pass
+        return [self._alone(p) for p in passes]
+
+    def _alone(self, p: Pass) -> torch.Tensor | BaseException:
+        try:
+            return p.run(self.denoiser)
+        except Exception as error:
+            return error
+
+    def _count(self, group: list[Ticket], seconds: float) -> None:
+        rows = sum(t.pending.rows for t in group)
+        counts = self._counts
+        counts["passes"] += 1
+        counts["rows"] += rows
+        counts["most_rows"] = max(counts["most_rows"], rows)
+        counts["most_requests"] = max(counts["most_requests"], len(group))
+        counts["shared_passes"] += int(len(group) > 1)
+        counts["forward_seconds"] += seconds

@@ -1,0 +1,138 @@
+"""Several passes in one forward: canvases of different lengths, right-padded, with a key mask.
+
+A pass (`infill.models.base.Pass`) is one call of a denoiser's network methods. The batching
+driver (`infill.engine.batching`) hands a caching denoiser the pending passes of several requests
+at once (`run_passes`, passes of one kind); `run_batch` lays them out as one batch and gives each
+pass back its own rows, as its own call would have returned them:
+
+    ids        every pass's rows one after the other, right-padded to the longest canvas (token 0)
+    key_mask   (R, W) True at each row's real positions: no query attends to a padded key. None
+               when every canvas has one length (nothing is padded: the forward is the one a
+               single call makes, a batch of more rows)
+    positions  refresh and span passes: each row its own (R, P); a pass with fewer positions than
+               the most is padded with its last one (those queries' outputs are dropped, and what
+               they write into a span pass's cache is what the real one writes)
+    caches     span passes: each layer's keys and values of every pass, padded to W, as one
+               batch cache; the pass's fresh keys and values at its positions are then written
+               back into its own cache. Refresh passes: a new batch cache, cut into each pass's
+
+Each pass keeps its own cache object (a request may hold it across passes and requests: the
+language server's kept context, infill.engine.kept_context), and the batch only copies in and
+out of it.
+
+The padded keys change nothing in exact arithmetic (their attention weights are 0), but the
+attention's sums run over another length, so a row's logits may differ from its own call's in
+the last bits (about 1e-5 on the shipped model's logits; tests/models/test_batched_forward.py
+checks every family's rows against their own calls, argmax included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from infill.models.base import Pass
+
+FullForward = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
+"""(ids (R, W), key_mask (R, W) or None) -> logits (R, W, vocab)."""
+ForwardAt = Callable[..., torch.Tensor]
+"""(ids (R, W), positions (R, P), cache, refresh, key_mask) -> logits (R, P, vocab)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each pass's rows sit in the batch."""
+
+    starts: list[int]  # each pass's first row
+    lengths: list[int]  # each pass's canvas length
+    width: int  # the longest
+
+    def rows(self, index: int, passes: list[Pass]) -> slice:
+        return slice(self.starts[index], self.starts[index] + passes[index].rows)
+
+
+def run_batch(passes: list[Pass], device: torch.device, full: FullForward, at: ForwardAt,
+              new_cache: Callable[[], list]) -> list[torch.Tensor]:  # fmt: skip
+    """`passes` (all of one kind) as one forward: each pass's output, on `device`, in the network's
+    dtype (the caller turns it into what its own call returns). `full` runs "full" passes,
+    `at` the others; `new_cache` makes the batch's cache of a refresh."""
+    kinds = {p.kind for p in passes}
+    if len(kinds) != 1:
+        raise ValueError(f"passes of one kind share a forward, not {sorted(kinds)}")
+    layout = lay_out(passes)
+    ids = padded_ids(passes, layout).to(device)
+    key_mask = None
+    if any(length != layout.width for length in layout.lengths):
+        key_mask = (torch.arange(layout.width)[None] < row_lengths(passes, layout)[:, None]).to(device)
+    kind = kinds.pop()
+    if kind == "full":
+        out = full(ids, key_mask)
+        return [out[layout.rows(i, passes), : layout.lengths[i]] for i in range(len(passes))]
+    positions = padded_positions(passes).to(device)
+    if kind == "refresh":
+        cache = new_cache()
+        out = at(ids, positions, cache, True, key_mask)
+        for i, p in enumerate(passes):
+            rows, length = layout.rows(i, passes), layout.lengths[i]
+            for own, batch in zip(p.cache, cache):
+                own.keys = batch.keys[rows, :, :length].clone()
+                own.values = batch.values[rows, :, :length].clone()
+    else:
+        cache = merged_cache(passes, layout)
+        out = at(ids, positions, cache, False, key_mask)
+        for i, p in enumerate(passes):
+            rows, where = layout.rows(i, passes), p.positions.to(device)
+            for own, batch in zip(p.cache, cache):
+                own.keys[:, :, where] = batch.keys[rows][:, :, where]
+                own.values[:, :, where] = batch.values[rows][:, :, where]
+    return [out[layout.rows(i, passes), : len(p.positions)] for i, p in enumerate(passes)]
+
+
+def lay_out(passes: list[Pass]) -> Layout:
+    starts, row = [], 0
+    for p in passes:
+        starts.append(row)
+        row += p.rows
+    lengths = [p.ids.shape[1] for p in passes]
+    return Layout(starts, lengths, max(lengths))
+
+
+def padded_ids(passes: list[Pass], layout: Layout) -> torch.Tensor:
+    """(R, W): every pass's rows, right-padded with token 0 (never attended)."""
+    rows = sum(p.rows for p in passes)
+    ids = torch.zeros(rows, layout.width, dtype=passes[0].ids.dtype)
+    for i, p in enumerate(passes):
+        ids[layout.rows(i, passes), : layout.lengths[i]] = p.ids.cpu()
+    return ids
+
+
+def row_lengths(passes: list[Pass], layout: Layout) -> torch.Tensor:
+    """(R,): each row's canvas length."""
+    return torch.tensor([length for p, length in zip(passes, layout.lengths) for _ in range(p.rows)])
+
+
+def padded_positions(passes: list[Pass]) -> torch.Tensor:
+    """(R, P): each row its pass's positions, a shorter list padded with its last position."""
+    most = max(len(p.positions) for p in passes)
+    rows = []
+    for p in passes:
+        own = p.positions.cpu()
+        own = torch.cat([own, own[-1:].expand(most - len(own))])
+        rows.append(own.expand(p.rows, most))
+    return torch.cat(rows)
+
+
+def merged_cache(passes: list[Pass], layout: Layout) -> list:
+    """Per layer, one cache holding every pass's keys and values (R, H, W, D), zeros where padded."""
+    merged = []
+    for layers in zip(*(p.cache for p in passes)):
+        first = layers[0]
+        shape = (sum(p.rows for p in passes), first.keys.shape[1], layout.width, first.keys.shape[3])
+        keys, values = first.keys.new_zeros(shape), first.values.new_zeros(shape)
+        for i, layer in enumerate(layers):
+            rows, length = layout.rows(i, passes), layout.lengths[i]
+            keys[rows, :, :length], values[rows, :, :length] = layer.keys, layer.values
+        merged.append(type(first)(keys, values))
+    return merged
