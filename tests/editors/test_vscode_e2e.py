@@ -15,7 +15,7 @@ the built .vsix files. Without them the test skips with the reason, unless ``CI`
 it fails, so that a missing install step cannot hide.
 
 A screenshot of the workbench with the applied edit is written to the test's temporary folder;
-with ``INFILL_E2E_SCREENSHOT=path`` (e.g. docs/vscode-e2e.png) it is copied there too.
+with ``INFILL_E2E_SCREENSHOT=path`` (e.g. docs/results/vscode-e2e.png) it is copied there too.
 """
 
 from __future__ import annotations

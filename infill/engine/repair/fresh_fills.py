@@ -13,7 +13,7 @@ and 100 bodies, one fresh fill: its length x1.0 77/90% parse, x1.3 80/92%, x0.7 
 78/97%; edit similarity the same: docs/measurements.md.) Fresh fills that differ from each
 other mend more fills between them than draws alike: of 99 of 300 held-out blocks still broken
 after their retries and edits, each of 12 kinds of fresh fill mended 12-36 and all 12 together
-74 (docs/fresh_fill_kinds_blocks300.json). FRESH_FILLS was picked from them (left-to-right
+74 (docs/results/fresh_fill_kinds_blocks300.json). FRESH_FILLS was picked from them (left-to-right
 order mends other blocks than confidence order does; lengths x1.3 and x1.6 mended fewest), then
 measured on other blocks (docs/measurements.md).
 """
