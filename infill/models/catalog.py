@@ -37,6 +37,8 @@ class Found:
     family: str | None = None  # None: infill cannot run it, `problem` says why
     parameters: int | None = None
     problem: str | None = None
+    layers: int | None = None  # the network's layers (config.json)
+    hidden: int | None = None  # its width
 
     def to_json(self) -> dict:
         return {**asdict(self), "path": str(self.path)}
@@ -107,13 +109,17 @@ def examine(name: str, directory: Path) -> Found:
             problem = native_model_problem(directory)
             if problem:
                 raise ModelError(problem)
-            return Found(name, directory, NATIVE_FAMILY, count_parameters(directory))
-        parameters = family.network_config(config).parameters
+            native_config = read_config(directory)
+            layers, hidden = native_config.get("num_layers"), native_config.get("hidden_size")
+            parameters = count_parameters(directory)
+            return Found(name, directory, NATIVE_FAMILY, parameters, layers=layers, hidden=hidden)
+        network = family.network_config(config)
         label = family.conventions(directory, config)["family"]
         weight_files(directory)
     except (ModelError, OSError, ValueError, KeyError, TypeError) as error:
         return Found(name, directory, problem=reason(error, directory))
-    return Found(name, directory, label, parameters)
+    parameters, layers, hidden = network.parameters, network.num_layers, network.hidden_size
+    return Found(name, directory, label, parameters, layers=layers, hidden=hidden)
 
 
 def reason(error: Exception, directory: Path) -> str:
@@ -128,15 +134,16 @@ def listing(found: list[Found], where: str) -> str:
     others = [f for f in found if not f.family]
     lines = [f"infill: looked in {where}"]
     if runnable:
-        rows = [("NAME", "FAMILY", "PARAMETERS", "BF16", "FP32", "PATH")]
+        rows = [("NAME", "FAMILY", "PARAMETERS", "LAYERS", "BF16", "FP32", "PATH")]
         for f in runnable:
             n = f.parameters or 0
             sizes = [weights_size(n, dtype) if n else "?" for dtype in (torch.bfloat16, torch.float32)]
-            rows.append((f.name, f.family, count_text(n) if n else "?", *sizes, str(f.path)))
-        widths = [max(len(row[i]) for row in rows) for i in range(5)]
-        use = "memory for the weights at bf16 and fp32; use: --model NAME or PATH"
+            shape = f"{f.layers} x {f.hidden}" if f.layers and f.hidden else "?"
+            rows.append((f.name, f.family, count_text(n) if n else "?", shape, *sizes, str(f.path)))
+        widths = [max(len(row[i]) for row in rows) for i in range(6)]
+        use = "layers x width; memory for the weights at bf16 and fp32; use: --model NAME or PATH"
         lines.append(f"runs ({len(runnable)}; {use}):")
-        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[5] for row in rows]
+        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[6] for row in rows]
     else:
         lines.append("runs: none of them")
     if others:

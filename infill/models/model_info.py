@@ -133,29 +133,64 @@ def model_card(directory: str | Path | None = None) -> ModelCard:
     training = read_json(directory / "training.json")
     readme = readme_facts(directory)
     kind = config.get("model_type", "unknown")
-    architecture = kind
-    if "hidden_size" in config:
-        architecture += f", hidden {config['hidden_size']} x {config.get('num_layers', '?')} layers"
-    if "context_length" in config:
-        architecture += f", context {config['context_length']}"
+    published = bool(config) and kind != NATIVE_MODEL_TYPE
+    architecture = published_family(directory, config) if published else kind
+    hidden = first_of(config, "hidden_size", "d_model")
+    if hidden is not None:
+        layers = first_of(config, "num_layers", "num_hidden_layers", "n_layers") or "?"
+        architecture += f", hidden {hidden} x {layers} layers"
+    context = first_of(config, "context_length", "max_position_embeddings", "max_sequence_length")
+    if context is not None:
+        architecture += f", context {context}"
     shipped = directory.resolve() == SHIPPED_MODEL_DIR.resolve()
     origin = "shipped with infill" if shipped else "infill-train"
-    if "model_type" in config and kind != NATIVE_MODEL_TYPE:
-        origin = "published checkpoint" + (", from the Hugging Face cache" if cached else "")
+    if not config:
+        origin = f"not a model folder: no readable config.json in {directory}"
+    elif published:
+        where = f" {spec}, from the Hugging Face cache" if cached else ", from its folder"
+        origin = "published checkpoint" + where
     if "hours" in readme:
         origin += f" (trained {readme['hours']})"
     if training.get("origin"):  # how infill-train made it: "infill-train recipe, 9.8 min on ..."
         origin = f"shipped with infill ({training['origin']})" if shipped else training["origin"]
+    data = "not recorded in the folder (see its authors' model card)" if published else "not recorded"
     return ModelCard(
         name=training.get("name") or readme.get("name") or (str(spec) if cached else directory.name),
         path=str(directory),
         params=training.get("params") or count_parameters(directory),
         architecture=architecture,
-        data=training.get("data") or readme.get("data") or "not recorded",
+        data=training.get("data") or readme.get("data") or data,
         origin=origin,
         steps=training.get("steps"),
         tokens=training.get("tokens"),
     )
+
+
+def first_of(config: dict, *keys: str):
+    """The first of `keys` that config.json has (families name the same thing differently)."""
+    return next((config[key] for key in keys if config.get(key) is not None), None)
+
+
+def published_family(directory: Path, config: dict) -> str:
+    """Which published family a checkpoint folder holds, told from config.json and its tokenizer
+    files as infill.models.dream.conventions tells them (read as JSON here: no tokenizer, no torch)."""
+    kind = config.get("model_type")
+    if kind == "llada":
+        return "LLaDA"
+    settings = read_json(directory / "tokenizer_config.json")
+    added = {entry.get("content") for entry in (settings.get("added_tokens_decoder") or {}).values()}
+    added |= set(read_json(directory / "added_tokens.json"))
+    tokenizer = read_json(directory / "tokenizer.json")
+    added |= {entry.get("content") for entry in tokenizer.get("added_tokens", [])}
+    if kind == "qwen2":
+        special = read_json(directory / "special_tokens_map.json")
+        declared = settings.get("mask_token") or special.get("mask_token")
+        return "Open-dCoder" if declared else "Qwen2 (autoregressive: infill cannot run it)"
+    if kind == "Dream":
+        if "<|expand|>" in added:
+            return "DreamOn"
+        return "DiffuCoder-Instruct" if "<|dlm_pad|>" in added else "Dream"
+    return str(kind or "unknown")
 
 
 def native_model_problem(directory: Path) -> str | None:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from checkpoints import SIZES, write_checkpoint
 from lsp_support import SERVER, initialize_params, list_actions, open_document, tiny_model_dir
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from train_fixtures import tiny_model
 
+from infill.models.catalog import examine, listing
 from infill.models.model_info import SHIPPED_MODEL_DIR, count_parameters, model_card, native_model_problem
 from infill.models.native import DEFAULT_MODEL_DIR, load_backend
 
@@ -86,3 +88,32 @@ async def test_the_server_names_its_model_at_initialize_and_when_it_loads_it(cli
     await client.code_action_resolve_async(actions[0])
     logged = [m.message for m in client.log_messages if m.message.startswith("infill: model ")]
     assert logged == [f"infill: model {card.summary()}"]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """family -> a tiny checkpoint of it in the released layout (tests/checkpoints.py)."""
+    root = tmp_path_factory.mktemp("published")
+    for family in ("Dream", "DreamOn", "LLaDA", "Open-dCoder"):
+        write_checkpoint(root / family, family)
+    return root
+
+
+@pytest.mark.parametrize("family", ["Dream", "DreamOn", "LLaDA", "Open-dCoder"])
+def test_a_published_checkpoint_is_described_as_what_it_is(family, published):
+    """--version's card: the family the loader runs it as, its size and layers, where it came from."""
+    folder = published / family
+    card = model_card(folder)
+    found = examine(family, folder)  # what `infill models` (and infill.models.load) make of it
+    shape = f"hidden {SIZES['hidden']} x {SIZES['layers']} layers"
+    assert card.architecture.startswith(f"{found.family}, {shape}")
+    assert card.params == found.parameters == count_parameters(folder)
+    assert card.origin == "published checkpoint, from its folder" and "not recorded" in card.data
+    assert (found.layers, found.hidden) == (SIZES["layers"], SIZES["hidden"])
+    listing_line = next(line for line in listing([found], "here").splitlines() if str(folder) in line)
+    assert f"{SIZES['layers']} x {SIZES['hidden']}" in listing_line and found.family in listing_line
+
+
+def test_a_folder_that_is_no_model_says_so(tmp_path: Path):
+    card = model_card(tmp_path)
+    assert card.origin.startswith("not a model folder") and card.params is None
