@@ -189,7 +189,8 @@ def stage_recipe(args) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     workers, batch, limit = args.workers, args.batch_size, args.limit_files
-    recipe(args.out, args.device, args.tiny, args.minutes, workers, batch, limit, init_from=args.init_from)
+    recipe(args.out, args.device, args.tiny, args.minutes, workers, batch, limit, init_from=args.init_from,
+           grow_layers=args.grow_layers)  # fmt: skip
 
 
 def stage_finetune(args) -> None:
@@ -262,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="model: start from these weights (e.g. infill/default_model); --steps counts "
                         "on; recipe: a first command that trains on from this exported model in --minutes "
                         "(default: the first command's plan)")  # fmt: skip
+    parser.add_argument("--grow-layers", type=int, default=None, metavar="N",
+                        help="recipe, with --init-from: train on a deeper model of N layers grown from it "
+                        "(its layers, then copies of its last ones: infill.train.grow)")  # fmt: skip
     default_mix = ",".join(f"{kind}={getattr(MaskMix(), kind):g}" for kind in EXAMPLE_KINDS)
     parser.add_argument("--mix", type=mix_argument, default=MaskMix(), metavar="KIND=W,...",
                         help="model, finetune: the kinds of training example and their weights, e.g. "

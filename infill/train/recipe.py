@@ -217,9 +217,13 @@ def recipe(
     limit_files: int | None = None,
     deadlines: Deadlines | None = None,
     init_from: Path | None = None,
+    grow_layers: int | None = None,
 ) -> Path:
     """The first command (no checkpoint in `out`; from scratch, or from the exported model
-    `init_from`) or a further one of `minutes`; returns `out/export`."""
+    `init_from`, grown to `grow_layers` layers if given: infill.train.grow) or a further one of
+    `minutes`; returns `out/export`."""
+    if grow_layers is not None and init_from is None:
+        raise SystemExit("infill-train recipe: --grow-layers grows the model of --init-from; give both")
     further = (out / "checkpoint" / "state.pt").exists()
     if minutes is not None and not further and init_from is None:
         plan = f"GPU_PLAN, {GPU_PLAN.seconds / 60:.0f} minutes"
@@ -250,7 +254,7 @@ def recipe(
         with deadlines.phase("corpus"):
             build_corpus_once(out, tiny, workers, limit_files, lambda: deadlines.passed("corpus"))
         with deadlines.phase("probe"):
-            settings = recipe_settings(out, device, tiny, batch_size, init_from)
+            settings = recipe_settings(out, device, tiny, batch_size, init_from, grow_layers)
     else:
         settings = recipe_settings(out, device, tiny, batch_size)
     config = train_config(out, settings, workers, further, stop_at=time.time() + deadlines.left("train"))
@@ -326,7 +330,12 @@ def train_config(
 
 
 def recipe_settings(
-    out: Path, device: str, tiny: bool, batch_size: int | None, init_from: Path | None = None
+    out: Path,
+    device: str,
+    tiny: bool,
+    batch_size: int | None,
+    init_from: Path | None = None,
+    grow_layers: int | None = None,
 ) -> RecipeSettings:
     """The tokenizer (the shipped one, or `init_from`'s) into `out`, and what to train: read from
     recipe.json, else decided (the size: the recipe's or `init_from`'s; the batch size by a probe on
@@ -342,7 +351,8 @@ def recipe_settings(
         settings.device = device  # the same run may go on elsewhere (e.g. checked on a CPU)
         return settings
     if init_from is not None:
-        settings = settings_from_model(init_from, device, tiny, batch_size, CodeTokenizer.load(out))
+        tok = CodeTokenizer.load(out)
+        settings = settings_from_model(init_from, device, tiny, batch_size, tok, grow_layers)
     elif tiny:
         settings = RecipeSettings(device, True, 128, batch_size or 4, LR, TINY_STEPS, TINY_MODEL)
     else:
@@ -356,15 +366,28 @@ def recipe_settings(
 
 
 def settings_from_model(
-    folder: Path, device: str, tiny: bool, batch_size: int | None, tok: CodeTokenizer
+    folder: Path,
+    device: str,
+    tiny: bool,
+    batch_size: int | None,
+    tok: CodeTokenizer,
+    grow_layers: int | None = None,
 ) -> RecipeSettings:
-    """What to train when starting from the exported model in `folder`: its size and context."""
+    """What to train when starting from the exported model in `folder`: its size (with
+    `grow_layers` layers, at least its own) and context."""
     config = json.loads((folder / "config.json").read_text())
     model = {
         name: config[name]
         for name in ("hidden_size", "num_layers", "num_heads", "mlp_ratio")
         if name in config
     }
+    if grow_layers is not None:
+        if grow_layers < model["num_layers"]:
+            raise SystemExit(
+                f"infill-train recipe: --grow-layers {grow_layers}: {folder} has "
+                f"{model['num_layers']} layers already"
+            )
+        model["num_layers"] = grow_layers
     seq_len = config["context_length"]
     if tiny:
         return RecipeSettings(device, True, seq_len, batch_size or 4, MORE_LR, TINY_STEPS, model, str(folder))

@@ -41,6 +41,7 @@ from tqdm import tqdm
 from infill.models.native.model import InfillConfig, InfillModel
 from infill.models.native.tokenizer import CodeTokenizer
 from infill.train.corpus import CorpusFile, load_corpus
+from infill.train.grow import grown
 from infill.train.masking import IGNORE, MaskMix, collate, make_example
 
 VISIBLE_WEIGHT = 0.5  # loss weight of visible (possibly corrupted) positions vs masked ones
@@ -220,6 +221,8 @@ def train(config: TrainConfig, tok: CodeTokenizer) -> Path:
             state["schedule_start"], state["schedule_seconds"] = state["step"], state["seconds"]
     elif config.init_from is not None:
         model = InfillModel.from_pretrained(config.init_from).float()
+        if config.model.get("num_layers", model.config.num_layers) > model.config.num_layers:
+            model = grown(model, config.model["num_layers"])  # infill-train recipe --grow-layers
         state = prior_training(config.init_from)
         state["schedule_start"], state["schedule_seconds"] = state["step"], state["seconds"]
     else:
