@@ -13,6 +13,23 @@ from lsprotocol import types
 logger = logging.getLogger("infill-lsp")
 
 
+async def new_token(server: Any, on_cancel: threading.Event) -> str | None:
+    """A work-done progress token the client accepted (None: it does not do progress, or refused),
+    whose cancellation by the user sets `on_cancel`."""
+    if not server.supports_progress:
+        return None
+    token = f"infill-{uuid.uuid4()}"
+    try:
+        await server.work_done_progress.create_async(token)
+    except Exception as error:  # the client refused: go on without progress
+        logger.info("no progress: %s", error)
+        return None
+    cancel_future = server.work_done_progress.tokens.get(token)
+    if cancel_future is not None:
+        cancel_future.add_done_callback(lambda _: on_cancel.set())
+    return token
+
+
 class StepProgress:
     """``$/progress`` for one fill (server-initiated token); does nothing if not supported."""
 
@@ -23,18 +40,10 @@ class StepProgress:
         self.sites: tuple[int, int] | None = None  # (done, total) of a docstring job
 
     async def begin(self, title: str) -> None:
-        if not self.server.supports_progress:
-            return
-        token = f"infill-{uuid.uuid4()}"
-        try:
-            await self.server.work_done_progress.create_async(token)
-        except Exception as error:  # the client refused: go on without progress
-            logger.info("no progress: %s", error)
+        token = await new_token(self.server, self.on_cancel)
+        if token is None:
             return
         self.token = token
-        cancel_future = self.server.work_done_progress.tokens.get(token)
-        if cancel_future is not None:
-            cancel_future.add_done_callback(lambda _: self.on_cancel.set())
         message = "loading the model" if self.server.backend is None else "starting"
         begin = types.WorkDoneProgressBegin(title=title, cancellable=True, message=message, percentage=0)
         self.server.work_done_progress.begin(token, begin)
@@ -95,20 +104,12 @@ class LayerProgress:
         self.finished = False
 
     async def begin(self) -> None:
-        if self.finished or not self.server.supports_progress:
+        if self.finished:
             return
-        token = f"infill-{uuid.uuid4()}"
-        try:
-            await self.server.work_done_progress.create_async(token)
-        except Exception as error:  # the client refused: go on without progress
-            logger.info("no progress: %s", error)
-            return
-        if self.finished:  # the refresh ended while the client answered
+        token = await new_token(self.server, self.cancelled)
+        if token is None or self.finished:  # no progress, or the refresh ended while the client answered
             return
         self.token = token
-        cancel_future = self.server.work_done_progress.tokens.get(token)
-        if cancel_future is not None:
-            cancel_future.add_done_callback(lambda _: self.cancelled.set())
         begin = types.WorkDoneProgressBegin(title=self.title, cancellable=True, message="context",
                                             percentage=0)  # fmt: skip
         self.server.work_done_progress.begin(token, begin)

@@ -9,26 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 from checkpoints import FAMILIES, write_checkpoint
+from samples import COUNTER_MODULE
 
 from infill.models import load
 from infill.models.base import Pass
 from infill.models.native import load_backend
 
-CODE = """def mean(values):
-    total = 0
-    for value in values:
-        total += value
-    return total / len(values)
-
-
-class Counter:
-    def __init__(self):
-        self.count = 0
-
-    def increment(self, step=1):
-        self.count += step
-        return self.count
-"""
+CODE = COUNTER_MODULE[COUNTER_MODULE.index("def mean") :]  # a mean function and a class
 TOLERANCE = 1e-4
 
 
