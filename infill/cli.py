@@ -45,8 +45,10 @@ from infill.modes import (
     FixRequest,
     FixResult,
     InfillResult,
+    ReviewRequest,
 )
 from infill.modes.alternatives import MAX_CANDIDATES
+from infill.modes.review import review_report
 from infill.options import (
     AUTHORS_ORDERS,
     LENGTH_POLICIES,
@@ -66,7 +68,7 @@ from infill.text.edits import TextEdit, apply_edits, edits_to_json, unified_diff
 from infill.text.languages import LANGUAGES, PYTHON, Language, detect
 from infill.text.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
-EXIT_OK, EXIT_INPUT, EXIT_MODEL, EXIT_TIMED_OUT, EXIT_INTERRUPTED = 0, 2, 3, 124, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_INPUT, EXIT_MODEL, EXIT_TIMED_OUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 124, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write docstrings (other languages: documentation comments, JSDoc, Javadoc, "
                      "Doxygen, rustdoc, Go doc comments) for the functions and classes that lack one "
                      "(all of them, or those whose header the spans select)")
+    how.add_argument("--review", action="store_true",
+                     help="list the code tokens the model finds unlikely (each scored with it masked), "
+                     "whole file or the spans; nothing is written; exit 1 when there are findings "
+                     "(also: infill review FILE)")
     how.add_argument("--alternatives", type=int, default=None, metavar="N",
                      help="sample N candidates for one span in one batch; print each with its score")
     sampler = parser.add_argument_group("sampling")
@@ -169,7 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "than its own fill (infill.engine.recall)")
     sampler.add_argument("--seed", type=int, default=None)
     sampler.add_argument("--fix-threshold", type=float, default=FixOptions.threshold, metavar="P",
-                         help="--fix flags tokens whose probability is below P (default %(default)s)")
+                         help="--fix and --review flag tokens whose probability is below P "
+                         "(default %(default)s)")
+    sampler.add_argument("--top", type=int, default=None, metavar="K",
+                         help="--review: the K least likely code tokens, whatever the threshold, least "
+                         "likely first")
     model = parser.add_argument_group("model")
     model.add_argument("--model", default=None, metavar="DIR|ORG/NAME[@REV]",
                        help="checkpoint folder, or a model's name found in the local Hugging Face cache "
@@ -302,8 +312,11 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")
         if not 1 <= args.alternatives <= MAX_CANDIDATES:
             raise InputError(f"--alternatives takes a number from 1 to {MAX_CANDIDATES}")
+    if args.top is not None and not args.review:
+        raise InputError("--top ranks the tokens of a review (--review)")
     document = read_document(args.file, args.language)
-    spans = parse_spans(document.text, args, required=not args.document, language=document.language)
+    required = not (args.document or args.review)
+    spans = parse_spans(document.text, args, required=required, language=document.language)
     if args.alternatives is not None and len(spans) != 1:
         raise InputError(f"--alternatives takes exactly one span (got {len(spans)})")
     if args.document and not document.language.has_grammar:
@@ -342,6 +355,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             summary = f"{len(candidates)} distinct candidate(s)"
             print(stats_line(candidates[0].stats, summary), file=sys.stderr)
         return EXIT_OK
+    if args.review:
+        return review(backend, document, spans, fix_options, args, hooks)
     if args.fix:
         result = run(backend, FixRequest(document, spans, fix_options), hooks)
         report, summary = fix_report(document, result), f"{len(result.flagged)} token(s) flagged"
@@ -356,6 +371,19 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.stats or args.show_steps:
         print(stats_line(result.stats, summary), file=sys.stderr)
     return EXIT_OK
+
+
+def review(backend, document: Document, spans: list, options: FixOptions, args, hooks: Hooks) -> int:
+    """--review: the findings as lines FILE:LINE:COLUMN: ... (or --json); exit 1 when there are any."""
+    result = run(backend, ReviewRequest(document, spans, options, args.top), hooks)
+    if args.json:
+        print(json.dumps(review_report(result), indent=1, ensure_ascii=False))
+    for f in [] if args.json else result.findings:
+        where = f"{args.file}:{f.line}:{f.column}"
+        print(f"{where}: `{f.text}`: infill expected `{f.expected}` (p={f.score:.4f})")
+    if args.stats:
+        print(stats_line(result.stats, f"{len(result.findings)} finding(s)"), file=sys.stderr)
+    return EXIT_FINDINGS if result.findings else EXIT_OK
 
 
 def read_document(path: Path, language: str | None) -> Document:
@@ -485,6 +513,8 @@ class StepPrinter:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["review"] and len(argv) > 1:  # `infill review FILE ...`: infill FILE ... --review
+        argv = [*argv[1:], "--review"]
     if argv[:1] == ["models"]:  # `infill models ...`; a file named "models" is ./models
         from infill.models.catalog import models_command
 

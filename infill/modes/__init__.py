@@ -8,6 +8,7 @@ it returns; `infill.engine.pipeline.run(denoiser, request)` runs any of them:
     docstrings    DocstringRequest      write missing docstrings               -> DocstringResult
     alternatives  AlternativesRequest   n candidates for one span, ranked      -> list[Candidate]
     inline        InlineRequest         ghost text at the cursor               -> Completions
+    review        ReviewRequest         the code tokens the model doubts       -> ReviewResult
 
 A mode plans its jobs on the whole file and finishes on the whole file: the pipeline stages each
 job on the window of the file the model can reach (infill.engine.pipeline.in_window) and hands
@@ -20,6 +21,7 @@ from infill.modes.docstrings import DocstringRequest, DocstringResult
 from infill.modes.fill import FillRequest, InfillResult
 from infill.modes.fix import FixRequest, FixResult
 from infill.modes.inline import Completions, InlineRequest
+from infill.modes.review import ReviewRequest, ReviewResult
 
 __all__ = [
     "AlternativesRequest",
@@ -32,4 +34,6 @@ __all__ = [
     "FixResult",
     "InfillResult",
     "InlineRequest",
+    "ReviewRequest",
+    "ReviewResult",
 ]

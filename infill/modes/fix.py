@@ -159,7 +159,7 @@ def scores_visible_tokens(denoiser: Denoiser) -> bool:
 
 
 def score_tokens(
-    denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor, rows: int
+    denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor, rows: int, masked: bool = False
 ) -> tuple[torch.Tensor, int]:
     """ids (L,) -> (probabilities (L, vocab), forward passes): the model's distribution at each
     slot position (at least one), scored by the model's rule (the module's docstring), special
@@ -168,8 +168,10 @@ def score_tokens(
     `rows` canvases per pass need a denoiser that computes the output layer at given positions
     only (`cached_logits`); one that returns every position's logits (the checkpoint's own code,
     --trust-remote-code) scores one canvas per pass, the memory of a visible scoring pass.
-    Every masked pass is a full one: never through the language server's kept context."""
-    if scores_visible_tokens(denoiser):
+    Every masked pass is a full one: never through the language server's kept context.
+    `masked`: every model scored with each token masked (review mode: what the model expects
+    there without seeing it, not whether it would keep it)."""
+    if scores_visible_tokens(denoiser) and not masked:
         return token_probabilities(denoiser, ids[None])[0], 1
     denoiser = without_kept_context(denoiser)
     if not hasattr(denoiser, "cached_logits"):
@@ -235,9 +237,7 @@ def fix_span(
         )
 
     normal = original.replace("\r\n", "\n")  # what the model saw
-    prefixes = [denoiser.decode(before[:i]) for i in range(slot.length + 1)]
-    bounds = [len(os.path.commonprefix([prefix, normal])) for prefix in prefixes]
-    clean = [bound == len(prefix) for bound, prefix in zip(bounds, prefixes)]  # not inside a character
+    bounds, clean = token_bounds(denoiser, normal, before)
     where = document_offsets(original, span.start)
 
     tokens = []
@@ -277,6 +277,15 @@ def fix_span(
     if shaped != new_text:  # a flagged line break at the span's edge was replaced: keep the line shape
         edits = [edit for edit in [minimal_edit(document.text, span.start, span.end, shaped)] if edit]
     return SpanFix(span, shaped, edits, tokens)
+
+
+def token_bounds(denoiser: Denoiser, normal: str, tokens: list[int]) -> tuple[list[int], list[bool]]:
+    """Where each of `tokens` (a span's, read as the text `normal`) starts in `normal`, and the end;
+    and whether that boundary is clean (the decoded prefix ends on a whole character: a token may
+    hold part of one)."""
+    prefixes = [denoiser.decode(tokens[:i]) for i in range(len(tokens) + 1)]
+    bounds = [len(os.path.commonprefix([prefix, normal])) for prefix in prefixes]
+    return bounds, [bound == len(prefix) for bound, prefix in zip(bounds, prefixes)]
 
 
 def runs(flagged: list[int], clean: list[bool]) -> list[tuple[int, int]]:

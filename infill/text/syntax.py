@@ -118,3 +118,58 @@ def _error_message(code: str) -> str:
     if any(char.isspace() for char in code):
         return f'syntax error: cannot parse "{code}"'
     return f'syntax error: unexpected "{code}"'
+
+
+def prose_ranges(text: str, language: Language = PYTHON) -> list[tuple[int, int]]:
+    """Character ranges of ``text``'s comments and string literals (docstrings among them), in
+    document order: prose rather than code (every grammar names those nodes "comment" or
+    "...string..."); none for a language without a grammar."""
+    if not language.has_grammar:
+        return []
+    data, root = parse_tree(text, language)
+    to_char = _char_offsets(text, data)
+    ranges: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if "comment" in node.type or ("string" in node.type and node.is_named):
+            ranges.append((to_char(node.start_byte), to_char(node.end_byte)))
+            continue
+        stack.extend(reversed(node.children))
+    return sorted(ranges)
+
+
+def introduced_names(text: str, language: Language = PYTHON) -> list[tuple[int, int]]:
+    """Character ranges of the names ``text`` introduces: the name of each definition or
+    declaration (its ``name`` field) and the identifiers of parameter lists; in document order.
+    Nothing around a new name tells what it will be (a reviewer leaves them alone)."""
+    if not language.has_grammar:
+        return []
+    data, root = parse_tree(text, language)
+    to_char = _char_offsets(text, data)
+    ranges: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        name = node.child_by_field_name("name")
+        kinds = ("definition", "declaration", "declarator", "item", "spec")
+        if name is not None and node.type.endswith(kinds):
+            ranges.append((to_char(name.start_byte), to_char(name.end_byte)))
+        if "parameter" in node.type and node.type.endswith(("parameters", "parameter_list")):
+            ranges += [
+                (to_char(child.start_byte), to_char(child.end_byte))
+                for child in _descendants(node)
+                if child.type == "identifier"
+            ]
+            continue
+        stack.extend(reversed(node.children))
+    return sorted(set(ranges))
+
+
+def _descendants(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    found, stack = [], list(node.children)
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(child.children)
+    return found
