@@ -13,6 +13,8 @@
                                                  # by name, from the local Hugging Face cache
     infill models [FOLDER ...]                   # the models found in the cache and FOLDERs
                                                  # (a file named "models": write ./models)
+    infill serve [--model M] [--port 8000] ...   # one model for a team, over HTTP, on Ray Serve
+                                                 # (`infill serve --help`; docs/serving.md)
     infill app.ts --node body:greet              # JavaScript, TypeScript, Go, Rust, Java, C, C++ too
                                                  # (by extension, or --language; others: as text)
 
@@ -449,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
         from infill.models.catalog import models_command
 
         return models_command(argv[1:])
+    if argv[:1] == ["serve"]:  # `infill serve ...`: the team server on Ray Serve (docs/serving.md)
+        from team_server.cli import serve_command
+
+        return serve_command(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
