@@ -135,6 +135,8 @@ def serve_command(argv: list[str]) -> int:
         ray.init(num_cpus=args.cpus, include_dashboard=False)
     else:
         ray.init(address=args.address)
+    # A service manager's stop is Ctrl-C's: set after ray.init, which installs a handler of its own.
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         gpus = 1.0 if args.device != "cpu" and ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
         http = {"host": args.host, "port": args.port, "request_timeout_s": config.request_timeout + 30}
@@ -150,7 +152,6 @@ def serve_command(argv: list[str]) -> int:
         count = f"{autoscale[0]}-{autoscale[1]}" if autoscale else str(replicas)
         print(f"infill serve: {scheme}://{args.host}:{args.port} ({count} replica(s), "
               f"{'1 GPU' if gpus else 'CPU'} each); Ctrl-C stops", file=sys.stderr)  # fmt: skip
-        signal.signal(signal.SIGTERM, interrupt)  # a service manager's stop: as Ctrl-C
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
