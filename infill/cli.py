@@ -13,6 +13,8 @@
                                                  # by name, from the local Hugging Face cache
     infill models [FOLDER ...]                   # the models found in the cache and FOLDERs
                                                  # (a file named "models": write ./models)
+    infill serve [--model M] [--port 8000] ...   # one model for a team, over HTTP, on Ray Serve
+                                                 # (`infill serve --help`; docs/serving.md)
     infill app.ts --node body:greet              # JavaScript, TypeScript, Go, Rust, Java, C, C++ too
                                                  # (by extension, or --language; others: as text)
 
@@ -43,12 +45,10 @@ from infill.modes import (
     DocstringResult,
     FillRequest,
     FixRequest,
-    FixResult,
-    InfillResult,
     ReviewRequest,
 )
 from infill.modes.alternatives import MAX_CANDIDATES
-from infill.modes.review import review_report
+from infill.modes.reports import candidates_report, docstring_report, fix_report, json_report, review_report
 from infill.options import (
     AUTHORS_ORDERS,
     LENGTH_POLICIES,
@@ -64,7 +64,7 @@ from infill.options import (
 )
 from infill.text.docstring_sites import missing_docstrings
 from infill.text.document import Document, load_document, write_atomic
-from infill.text.edits import TextEdit, apply_edits, edits_to_json, unified_diff
+from infill.text.edits import TextEdit, apply_edits, unified_diff
 from infill.text.languages import LANGUAGES, PYTHON, Language, detect
 from infill.text.spans import Span, node_span, parse_lines, parse_range, validate_spans
 
@@ -411,49 +411,10 @@ def output(document: Document, edits: list[TextEdit], report: dict, args: argpar
         sys.stdout.write(unified_diff(document.text, new_text, str(args.file)))
 
 
-def json_report(document: Document, result: InfillResult) -> dict:
-    stats = result.stats
-    return {
-        "edits": edits_to_json(document.text, result.edits),
-        "spans": [{"label": s.span.label, "start": s.span.start, "end": s.span.end,
-                   "new_text": s.new_text, "changed": s.edit is not None,
-                   **(authors_tokens(s.tokens) if s.tokens is not None else {})} for s in result.spans],
-        "stats": stats.__dict__,
-    }
-
-
-def authors_tokens(by_step: list[list[int]]) -> dict:
-    """--protocol authors: every id the loop committed, in order, and which step committed each."""
-    return {"tokens": [t for step in by_step for t in step], "tokens_by_step": by_step}
-
-
-def fix_report(document: Document, result: FixResult) -> dict:
-    return {
-        "edits": edits_to_json(document.text, result.edits),
-        "spans": [{"label": s.span.label, "start": s.span.start, "end": s.span.end,
-                   "new_text": s.new_text, "changed": bool(s.edits)} for s in result.spans],
-        "flagged": [token.__dict__ for token in result.flagged],
-        "stats": result.stats.__dict__,
-    }
-
-
-def docstring_report(document: Document, result: DocstringResult) -> dict:
-    return {
-        "edits": edits_to_json(document.text, result.edits),
-        "docstrings": [{"name": f.site.name, "line": f.site.line, "docstring": f.docstring,
-                        "reason": f.reason} for f in result.fills],
-        "stats": result.stats.__dict__,
-    }
-
-
 def print_candidates(document: Document, candidates: list[Candidate], args: argparse.Namespace) -> None:
     """Each candidate with its score (mean log-probability): a diff each, or a JSON list."""
     if args.json:
-        listing = [{"rank": rank, "score": c.score, "new_text": c.new_text, "changed": c.edit is not None,
-                    "breaks_syntax": c.breaks_syntax,
-                    "edits": edits_to_json(document.text, [c.edit] if c.edit else [])}
-                   for rank, c in enumerate(candidates, 1)]
-        print(json.dumps(listing, indent=1, ensure_ascii=False))
+        print(json.dumps(candidates_report(document, candidates), indent=1, ensure_ascii=False))
         return
     for rank, c in enumerate(candidates, 1):
         broken = ", leaves a syntax error" if c.breaks_syntax else ""
@@ -519,6 +480,10 @@ def main(argv: list[str] | None = None) -> int:
         from infill.models.catalog import models_command
 
         return models_command(argv[1:])
+    if argv[:1] == ["serve"]:  # `infill serve ...`: the team server on Ray Serve (docs/serving.md)
+        from team_server.cli import serve_command
+
+        return serve_command(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:

@@ -11,7 +11,8 @@ missing, the test is skipped with a loud reason that says how to install it, so 
 README's test command passes on a fresh machine; but when the environment variable CI is set
 (CI=true, as CI systems and `.ci/run` set it) the test *fails* instead, so that a missing install
 step in CI cannot hide behind a skip. pytest shows skip reasons in its summary (`-rs` in
-pyproject's addopts).
+pyproject's addopts). `require_module(name, install=...)` does the same for a Python module that
+only some tests need (ray, for the team server's).
 """
 
 from __future__ import annotations
@@ -38,4 +39,18 @@ def require_program(name: str, install: str, path: str | None = None) -> str:
     reason = f"{name} is not installed (not on PATH): install it with `{install}`"
     if in_ci():
         pytest.fail(f"{reason}. CI is set, so a missing program is a failure, not a skip", pytrace=False)
+    pytest.skip(f"NOT TESTED: {reason}; with CI=true this is a failure")
+
+
+def require_module(name: str, install: str):
+    """The Python module `name`, imported; skip the test if it is not installed (fail with CI
+    set), as `require_program` does for programs. `install`: the command that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        reason = f"the Python module {name} is not installed: install it with `{install}`"
+    if in_ci():
+        pytest.fail(f"{reason}. CI is set, so a missing module is a failure, not a skip", pytrace=False)
     pytest.skip(f"NOT TESTED: {reason}; with CI=true this is a failure")

@@ -13,7 +13,8 @@ it returns; `infill.engine.pipeline.run(denoiser, request)` runs any of them:
 A mode plans its jobs on the whole file and finishes on the whole file: the pipeline stages each
 job on the window of the file the model can reach (infill.engine.pipeline.in_window) and hands
 the filled canvases back in the file's offsets. A new mode: a module here with its request; the
-stages stay as they are.
+stages stay as they are. `reports` turns each mode's result into the JSON that `infill --json`
+prints and a team server's /v1/infill answers (team_server).
 """
 
 from infill.modes.alternatives import AlternativesRequest, Candidate

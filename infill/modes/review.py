@@ -180,7 +180,3 @@ def in_ranges(ranges: list[tuple[int, int]], offset: int) -> bool:
     k = bisect.bisect_right(ranges, (offset, float("inf")))
     return any(start <= offset < end for start, end in ranges[max(0, k - 8) : k])
 
-
-def review_report(result: ReviewResult) -> dict:
-    """The CLI's --json: {"findings": [{"line", "column", "text", "expected", "score"}, ...]}."""
-    return {"findings": [finding.to_json() for finding in result.findings], "stats": result.stats.__dict__}

@@ -1,4 +1,4 @@
-"""The pipeline is the only door: the language server and the command-line tools call
+"""The pipeline is the only door: the language server, the team server and the command-line tools call
 `infill.engine.pipeline.run` with a mode's request, and never the stages below it (the sampler, the
 repair steps, the canvas and decoding). docs/architecture.md has the picture."""
 
@@ -21,7 +21,8 @@ BELOW_THE_PIPELINE = (
     "infill.engine.repair",  # and every step in it
     "infill.engine.recall",
 )
-CALLERS = sorted(ROOT.glob("lsp_server/*.py")) + [ROOT / "infill/cli.py", ROOT / "infill/docstrings_hook.py"]
+CALLERS = sorted(ROOT.glob("lsp_server/*.py")) + sorted(ROOT.glob("team_server/*.py")) + [
+    ROOT / "infill/cli.py", ROOT / "infill/docstrings_hook.py"]
 
 
 def imported_modules(source: str) -> set[str]:

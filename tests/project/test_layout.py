@@ -1,5 +1,6 @@
 """The layout: no import circles between our modules, and the runtime (everything but the
-benchmarks and training) never imports the benchmarks, training or the language server.
+benchmarks and training; the team server's modules too) never imports the benchmarks, training or
+the language server.
 
 Imports are read with `ast` from the source, wherever they are (inside functions too), except
 under `if TYPE_CHECKING:`; `from a import b` counts as importing `a.b` when that is a module,
@@ -11,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("infill", "lsp_server")
+PACKAGES = ("infill", "lsp_server", "team_server")
 OUTSIDE_THE_RUNTIME = ("infill.bench", "infill.train", "lsp_server")
 
 

@@ -1,0 +1,104 @@
+"""A replica's counters as Prometheus text (GET /metrics): requests by endpoint and status, their
+latency, and the batching driver's own (infill.engine.batching.DriverStats): the queue, the
+forward passes, the rows they carried and how many requests shared them.
+
+    infill_requests_total{endpoint,status}          counter: answered requests
+    infill_request_seconds{endpoint}                histogram: time from arrival to the answer
+    infill_queue_length, infill_live_requests       gauges: waiting for the model, being filled
+    infill_forward_passes_total                     counter: the model's forwards
+    infill_forward_rows_total                       counter: canvas rows those forwards carried
+    infill_forward_shared_passes_total              counter: forwards that carried several requests
+    infill_rows_per_pass                            gauge: rows / passes so far
+    infill_forward_most_rows, ..._most_requests     gauges: the most in one forward
+    infill_forward_seconds_total                    counter: time in forwards
+    infill_requests_ended_total{how}                counter: finished, cancelled, failed (the driver's)
+
+Each replica counts its own (a scraper asks each replica, or Ray's metrics export is used); no
+counter holds text of a request, only its endpoint, status and time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import Counter, defaultdict
+from typing import Any
+
+ENDS = ("finished", "cancelled", "failed")  # how requests leave the driver
+BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)  # seconds
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: Counter[tuple[str, int]] = Counter()
+        self._latency: dict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
+        self._latency_sum: Counter[str] = Counter()
+
+    def observe(self, endpoint: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self._requests[endpoint, status] += 1
+            self._latency[endpoint][bisect.bisect_left(BUCKETS, seconds)] += 1
+            self._latency_sum[endpoint] += seconds
+
+    def requests(self, endpoint: str, status: int) -> int:
+        with self._lock:
+            return self._requests[endpoint, status]
+
+    def render(self, driver: Any = None) -> str:
+        """Prometheus' text format (version 0.0.4); `driver`: the driver's DriverStats, if any."""
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, what: str, samples: list[tuple[str, float]]) -> None:
+            lines.append(f"# HELP {name} {what}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
+
+        with self._lock:
+            requests = sorted(self._requests.items())
+            latency = {endpoint: list(counts) for endpoint, counts in sorted(self._latency.items())}
+            sums = dict(self._latency_sum)
+        metric("infill_requests_total", "counter", "Requests answered, by endpoint and status.",
+               [(f'{{endpoint="{e}",status="{s}"}}', n) for (e, s), n in requests])  # fmt: skip
+        samples = []
+        for endpoint, counts in latency.items():
+            total = 0
+            for bound, count in zip([*BUCKETS, float("inf")], counts):
+                total += count
+                le = "+Inf" if bound == float("inf") else f"{bound:g}"
+                samples.append((f'_bucket{{endpoint="{endpoint}",le="{le}"}}', total))
+            samples.append((f'_sum{{endpoint="{endpoint}"}}', sums[endpoint]))
+            samples.append((f'_count{{endpoint="{endpoint}"}}', total))
+        lines.append("# HELP infill_request_seconds Time from a request's arrival to its answer.")
+        lines.append("# TYPE infill_request_seconds histogram")
+        lines.extend(f"infill_request_seconds{labels} {value:g}" for labels, value in samples)
+        if driver is not None:
+            metric("infill_queue_length", "gauge", "Requests waiting for the model.", [("", driver.queued)])
+            metric("infill_live_requests", "gauge", "Requests being filled.", [("", driver.live)])
+            metric("infill_forward_passes_total", "counter", "Forward passes of the model.",
+                   [("", driver.passes)])  # fmt: skip
+            metric("infill_forward_rows_total", "counter", "Canvas rows the forward passes carried.",
+                   [("", driver.rows)])  # fmt: skip
+            metric("infill_forward_shared_passes_total", "counter",
+                   "Forward passes that carried passes of several requests.", [("", driver.shared_passes)])
+            metric("infill_rows_per_pass", "gauge", "Rows per forward pass so far.",
+                   [("", driver.rows_per_pass)])  # fmt: skip
+            metric("infill_forward_most_rows", "gauge", "The most rows in one forward pass.",
+                   [("", driver.most_rows)])  # fmt: skip
+            metric("infill_forward_most_requests", "gauge", "The most requests in one forward pass.",
+                   [("", driver.most_requests)])  # fmt: skip
+            metric("infill_forward_seconds_total", "counter", "Time spent in forward passes.",
+                   [("", driver.forward_seconds)])  # fmt: skip
+            metric("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
+                   [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS])
+        return "\n".join(lines) + "\n"
+
+
+def parse(text: str) -> dict[str, float]:
+    """Prometheus text -> {"name{labels}": value} (for tests and scripts that read /metrics)."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
