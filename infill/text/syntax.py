@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import tree_sitter
@@ -124,52 +125,58 @@ def prose_ranges(text: str, language: Language = PYTHON) -> list[tuple[int, int]
     """Character ranges of ``text``'s comments and string literals (docstrings among them), in
     document order: prose rather than code (every grammar names those nodes "comment" or
     "...string..."); none for a language without a grammar."""
-    if not language.has_grammar:
-        return []
-    data, root = parse_tree(text, language)
-    to_char = _char_offsets(text, data)
-    ranges: list[tuple[int, int]] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
+
+    def prose(node: tree_sitter.Node) -> tuple[list[tree_sitter.Node], bool]:
         if "comment" in node.type or ("string" in node.type and node.is_named):
-            ranges.append((to_char(node.start_byte), to_char(node.end_byte)))
-            continue
-        stack.extend(reversed(node.children))
-    return sorted(ranges)
+            return [node], False
+        return [], True
+
+    return node_ranges(text, language, prose)
 
 
 def introduced_names(text: str, language: Language = PYTHON) -> list[tuple[int, int]]:
     """Character ranges of the names ``text`` introduces: the name of each definition or
     declaration (its ``name`` field) and the identifiers of parameter lists; in document order.
     Nothing around a new name tells what it will be (a reviewer leaves them alone)."""
+    kinds = ("definition", "declaration", "declarator", "item", "spec")
+
+    def names(node: tree_sitter.Node) -> tuple[list[tree_sitter.Node], bool]:
+        if "parameter" in node.type and node.type.endswith(("parameters", "parameter_list")):
+            return [first for child in node.children if (first := parameter_name(child))], False
+        name = node.child_by_field_name("name")
+        return ([name] if name is not None and node.type.endswith(kinds) else []), True
+
+    return node_ranges(text, language, names)
+
+
+def node_ranges(
+    text: str, language: Language, pick: Callable[[tree_sitter.Node], tuple[list[tree_sitter.Node], bool]]
+) -> list[tuple[int, int]]:
+    """Character ranges of the nodes `pick` takes, walking ``text``'s tree from its root:
+    `pick(node)` -> (the nodes to take there, whether to look into the node's children); none
+    for a language without a grammar."""
     if not language.has_grammar:
         return []
     data, root = parse_tree(text, language)
     to_char = _char_offsets(text, data)
-    ranges: list[tuple[int, int]] = []
+    ranges: set[tuple[int, int]] = set()
     stack = [root]
     while stack:
         node = stack.pop()
-        name = node.child_by_field_name("name")
-        kinds = ("definition", "declaration", "declarator", "item", "spec")
-        if name is not None and node.type.endswith(kinds):
-            ranges.append((to_char(name.start_byte), to_char(name.end_byte)))
-        if "parameter" in node.type and node.type.endswith(("parameters", "parameter_list")):
-            ranges += [
-                (to_char(child.start_byte), to_char(child.end_byte))
-                for child in _descendants(node)
-                if child.type == "identifier"
-            ]
-            continue
-        stack.extend(reversed(node.children))
-    return sorted(set(ranges))
+        taken, look_inside = pick(node)
+        ranges.update((to_char(chosen.start_byte), to_char(chosen.end_byte)) for chosen in taken)
+        if look_inside:
+            stack.extend(reversed(node.children))
+    return sorted(ranges)
 
 
-def _descendants(node: tree_sitter.Node) -> list[tree_sitter.Node]:
-    found, stack = [], list(node.children)
+def parameter_name(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The identifier a parameter (a child of a parameter list) introduces: itself, or the first
+    identifier within it (``x: int = 0`` -> ``x``, not its type)."""
+    stack = [node]
     while stack:
-        child = stack.pop()
-        found.append(child)
-        stack.extend(child.children)
-    return found
+        current = stack.pop(0)
+        if current.type == "identifier":
+            return current
+        stack = [child for child in current.children if child.is_named] + stack
+    return None

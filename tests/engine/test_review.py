@@ -106,3 +106,14 @@ def test_the_command_exits_1_with_findings_0_without_and_2_on_bad_input(tmp_path
     assert main(["review", str(path), "--lines", "99"]) == EXIT_INPUT
     assert main(["review", str(path), "--top", "0"]) == EXIT_INPUT
     assert path.read_text() == CODE
+
+
+def test_prose_and_introduced_names_in_two_grammars():
+    from infill.text.languages import named
+
+    python = 'def add(a: int, b=2):\n    """Sum."""\n    return a + b  # both\n'
+    assert [python[a:b] for a, b in introduced_names(python)] == ["add", "a", "b"]  # not the type `int`
+    assert [python[a:b] for a, b in prose_ranges(python)] == ['"""Sum."""', "# both"]
+    js = "function add(a, b = 2) { return a + b } // sum\nclass K { m(x) { return `${x}` } }"
+    assert [js[a:b] for a, b in introduced_names(js, named("javascript"))] == ["add", "a", "b", "K", "m", "x"]
+    assert [js[a:b] for a, b in prose_ranges(js, named("javascript"))] == ["// sum", "`${x}`"]
