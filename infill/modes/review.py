@@ -93,17 +93,16 @@ class ReviewRequest:
     def finish(self, denoiser: Denoiser, filled: list[Filled], stats: RequestStats) -> ReviewResult:
         every = self.top is not None  # ranking: every code token is a candidate
         options = replace(self.options, max_fraction=1.0)
+        document = self.document  # every job is planned on it; parsed once for what is left out
+        skipped = sorted(prose_ranges(document.text, document.language)
+                         + introduced_names(document.text, document.language))  # fmt: skip
         findings: list[Finding] = []
         for part in filled:
             probs = part.selection.probs
             if probs is None:
                 continue
-            document = part.job.document
-            flags = torch.ones(len(part.canvas.ids), dtype=torch.bool) if every else None
-            if flags is None:
-                flags = flag_tokens(part.canvas, probs, options)
-            skipped = sorted(prose_ranges(document.text, document.language)
-                             + introduced_names(document.text, document.language))  # fmt: skip
+            everything = torch.ones(len(part.canvas.ids), dtype=torch.bool)
+            flags = everything if every else flag_tokens(part.canvas, probs, options)
             for slot in part.canvas.slots:
                 findings += slot_findings(denoiser, document, part.canvas, slot, probs, flags, skipped, every)
         if every:
