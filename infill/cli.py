@@ -15,6 +15,8 @@
                                                  # (a file named "models": write ./models)
     infill serve [--model M] [--port 8000] ...   # one model for a team, over HTTP, on Ray Serve
                                                  # (`infill serve --help`; docs/serving.md)
+    infill file.py --lines 7 --server http://gpu-box:8000
+                                                 # the team server's model fills it (INFILL_TOKEN)
     infill app.ts --node body:greet              # JavaScript, TypeScript, Go, Rust, Java, C, C++ too
                                                  # (by extension, or --language; others: as text)
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -38,6 +41,7 @@ from infill.errors import InputError, ModelError, TimedOut
 from infill.models import load
 from infill.models.defaults import PUBLISHED_PASS_BUDGET, TUNABLE, recommended_pass_budget, with_recommended
 from infill.models.model_info import language_notice, model_card
+from infill.models.served import TeamServer
 from infill.modes import (
     AlternativesRequest,
     Candidate,
@@ -201,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "else int4 "
                        "(quality and speed: docs/models.md)")
     model.add_argument("--threads", type=int, default=None, help="CPU threads for the model")
+    model.add_argument("--server", default=None, metavar="URL",
+                       help="send the request to a team server (`infill serve`: docs/serving.md) instead of "
+                       "loading a model; the file is read, its spans found and the edits applied here")
+    model.add_argument("--token-file", type=Path, default=None, metavar="FILE",
+                       help="--server: the bearer token the server gave you, read from FILE "
+                       "(default: the environment variable INFILL_TOKEN)")  # fmt: skip
     out = parser.add_argument_group("output")
     mode = out.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="apply the edits to the file (atomic)")
@@ -330,8 +340,11 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             empty = DocstringResult([], RequestStats(0, 0, 0, 0, 0.0, converged=True))
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
-    backend = load(args.model, args.device, args.dtype, threads=args.threads,
-                   trust_remote_code=args.trust_remote_code, quantize=args.quantize)
+    if args.server is not None:
+        backend = team_server(args, parser)
+    else:
+        backend = load(args.model, args.device, args.dtype, threads=args.threads,
+                       trust_remote_code=args.trust_remote_code, quantize=args.quantize)  # fmt: skip
     notice = language_notice(document.language, args.model)
     if notice:
         print(f"infill: {notice}", file=sys.stderr)
@@ -371,6 +384,25 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.stats or args.show_steps:
         print(stats_line(result.stats, summary), file=sys.stderr)
     return EXIT_OK
+
+
+LOCAL_ONLY = ("model", "device", "dtype", "quantize", "threads", "trust_remote_code", "show_steps")
+
+
+def team_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> TeamServer:
+    """--server: the team server in the model's place (infill.models.served), after checking that
+    no flag asks for what only a model in this process does."""
+    given = [name for name in LOCAL_ONLY if getattr(args, name) != parser.get_default(name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputError(f"--server runs the team server's model: {flags} belong to a model run here")
+    token = os.environ.get("INFILL_TOKEN")
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"cannot read the token file {args.token_file}: {error}") from None
+    return TeamServer.connect(args.server, token)
 
 
 def review(backend, document: Document, spans: list, options: FixOptions, args, hooks: Hooks) -> int:

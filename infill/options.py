@@ -202,3 +202,48 @@ class FixOptions:
             pass_budget=options.pass_budget,
             **overrides,
         )
+
+
+REQUEST_OPTIONS = {  # camelCase name: (the options it sets, its field, the JSON type it takes)
+    "steps": ("sampler", "steps", int),
+    "temperature": ("sampler", "temperature", float),
+    "topP": ("sampler", "top_p", float),
+    "topK": ("sampler", "top_k", int),
+    "order": ("sampler", "order", str),
+    "length": ("sampler", "length", str),
+    "blockLength": ("sampler", "block_length", int),
+    "expandStart": ("sampler", "expand_start", int),
+    "commitThreshold": ("sampler", "commit_threshold", float),
+    "remaskThreshold": ("sampler", "remask_threshold", float),
+    "cacheRefresh": ("sampler", "cache_refresh", int),
+    "seed": ("sampler", "seed", int),
+    "budget": ("infill", "budget", int),
+    "contextLength": ("infill", "context_length", int),
+    "retries": ("infill", "retries", int),
+    "tokenEdits": ("infill", "token_edits", int),
+    "freshFills": ("infill", "fresh_fills", int),
+    "passBudget": ("infill", "pass_budget", int),  # 0: no bound (as --pass-budget 0)
+    "recall": ("infill", "recall", bool),
+    "fixThreshold": ("fix", "threshold", float),  # --fix-threshold
+}
+"""The options a request to a team server may set (`POST /v1/infill`'s "options"), each under the
+camelCase of its field here and of its `infill` flag, as the language server's settings are:
+team_server.protocols reads them, infill.models.served writes them."""
+
+
+def options_json(options: InfillOptions | FixOptions) -> dict:
+    """`options` under REQUEST_OPTIONS' names: every field it has that is set (not None), so that
+    the server runs what the client would have run (a pass budget of None, no bound, as 0)."""
+    values: dict = {}
+    for key, (where, name, _) in REQUEST_OPTIONS.items():
+        holder = options.sampler if where == "sampler" else options
+        if where == "fix" and not isinstance(options, FixOptions):
+            continue
+        if not hasattr(holder, name):  # fix options have no budget, fresh fills or recall
+            continue
+        value = getattr(holder, name)
+        if name == "pass_budget" and value is None:
+            value = 0
+        if value is not None:
+            values[key] = value
+    return values

@@ -312,19 +312,25 @@ class InfillLanguageServer(LanguageServer):
 
     async def load_backend(self) -> Any:
         """The model for the current settings, loaded in the worker thread on first use (and
-        again after the model path changes); RequestFailed if it cannot be, shown once."""
+        again after the model path changes); RequestFailed if it cannot be, shown once. With an
+        `endpoint`, the team server's description, asked for again after a failure (the server
+        may have come up since)."""
         async with self._backend_lock:
             settings = self.settings
             key = settings.model_key()
             if key != self.backend_key:
                 self.backend, self.backend_key, self.backend_error = None, key, None
                 where = settings.model_path or "the model shipped with infill"
+                if settings.endpoint:
+                    where = f"the team server at {settings.endpoint}"
                 loop = asyncio.get_running_loop()
                 started = time.perf_counter()
                 try:
                     self.backend = await loop.run_in_executor(self.model_executor, _load_backend, *key)
                     logger.info("loaded %s in %.2f s", where, time.perf_counter() - started)
                     loaded = f"infill: model {model_card(settings.model_path).summary()}"
+                    if settings.endpoint:
+                        loaded = f"infill: model {self.backend.describe()}"
                     if settings.quantize == "int8":
                         loaded += f", {settings.quantize} weights"
                     info = types.MessageType.Info  # in the client's log: which model fills the code
@@ -337,11 +343,16 @@ class InfillLanguageServer(LanguageServer):
                 except Exception as error:  # ModelError, and anything a broken file raises
                     self.backend_error = f"infill: cannot load the model ({where}): {error}"
                     logger.error("%s", self.backend_error)
-                    self.window_show_message(
-                        types.ShowMessageParams(type=types.MessageType.Error, message=self.backend_error)
-                    )
+                    if self.backend_error not in self.shown_warnings:  # a server down: said once
+                        self.window_show_message(
+                            types.ShowMessageParams(type=types.MessageType.Error, message=self.backend_error)
+                        )
+                    if settings.endpoint:  # a server may come up: the next request asks again
+                        self.backend_key = None
+                        self.shown_warnings.add(self.backend_error)
+            error = self.backend_error
         if self.backend is None:
-            raise RequestFailed(self.backend_error)
+            raise RequestFailed(error)
         return self.backend
 
     async def run_model_job(
@@ -455,9 +466,15 @@ def clamp_options(ls: InfillLanguageServer, options: Any, backend: Any) -> Any:
 
 
 def _load_backend(
-    path: str | None, threads: int | None, device: str, dtype: str, trust_remote_code: bool, quantize: str
-) -> Any:
-    """In the worker thread: importing torch and transformers alone takes seconds."""
+    path: str | None, threads: int | None, device: str, dtype: str, trust_remote_code: bool, quantize: str,
+    endpoint: str | None = None, token: str | None = None,
+) -> Any:  # fmt: skip
+    """In the worker thread: importing torch and transformers alone takes seconds. With an
+    `endpoint`, the team server there runs the model (infill.models.served): nothing is loaded."""
+    if endpoint:
+        from infill.models.served import TeamServer
+
+        return TeamServer.connect(endpoint, token)
     from infill.models import load
 
     return load(path, device, dtype, threads=threads, trust_remote_code=trust_remote_code, quantize=quantize)

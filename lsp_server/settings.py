@@ -37,8 +37,12 @@ section of the client's configuration (``workspace/configuration``,
      "idleRefresh": 0.5,                   # seconds of quiet after an edit before the document's
                                            #   kept context is refreshed around it (0: never;
                                            #   lsp_server.idle)
-     "languages": ["python", "go"]}        # the languages infill answers for (names of
+     "languages": ["python", "go"],        # the languages infill answers for (names of
                                            # infill.text.languages, or "text"); default: all
+     "endpoint": "http://gpu-box:8000",    # a team server (`infill serve`) runs the model instead:
+                                           #   modelPath, device, dtype, quantize, threads and
+                                           #   trustRemoteCode are then the server's ("": none)
+     "token": "..."}                       # the team server's bearer token, if it asks for one
 
 Configuration overrides ``initializationOptions`` key by key; a key the configuration leaves out
 keeps its ``initializationOptions`` value. A value of the wrong type is ignored with a warning
@@ -94,6 +98,8 @@ class Settings:
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
     idle_refresh: float = IDLE_SECONDS  # seconds of quiet before the kept context is refreshed; 0: never
     languages: tuple[str, ...] | None = None  # names of infill.text.languages (and "text"); None: all
+    endpoint: str | None = None  # a team server's URL (infill.models.served); None: the model runs here
+    token: str | None = None  # its bearer token
 
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
         """Engine options: the sampler's defaults, then the model family's recommended settings
@@ -126,7 +132,8 @@ class Settings:
 
     def model_key(self) -> tuple:
         """What `infill.models.load` is called with: a change means loading the model again."""
-        return (self.model_path, self.threads, self.device, self.dtype, self.trust_remote_code, self.quantize)
+        return (self.model_path, self.threads, self.device, self.dtype, self.trust_remote_code, self.quantize,
+                self.endpoint, self.token)  # fmt: skip
 
 
 _KEYS = {
@@ -163,6 +170,9 @@ _KEYS = {
     ),
     "languages": ("languages", lambda v: _language_names(v) is not None,
                   f"a list of language names ({', '.join(NAMES)})"),
+    "endpoint": ("endpoint", lambda v: isinstance(v, str) and _is_url_or_empty(v),
+                 'an http(s)://HOST:PORT address, or "" for none'),
+    "token": ("token", lambda v: isinstance(v, str), "a string"),
 }  # fmt: skip
 
 RENAMED = {  # a key's old name: its name now (issue 30: one name per setting, in every layer)
@@ -172,7 +182,7 @@ RENAMED = {  # a key's old name: its name now (issue 30: one name per setting, i
 }
 SERVER_ONLY = {  # the keys that name no field of infill.options: how the server loads and serves the model
     "modelPath", "device", "dtype", "trustRemoteCode", "quantize", "threads", "alternatives",
-    "requestTimeout", "idleRefresh", "languages",
+    "requestTimeout", "idleRefresh", "languages", "endpoint", "token",
 }  # fmt: skip
 
 
@@ -200,6 +210,8 @@ def parse_settings(
                 values[field] = float(value) or None  # 0: no bound
             if field == "languages":
                 values[field] = _language_names(value)
+            if field in ("endpoint", "token"):
+                values[field] = value.strip() or None  # "": none
         else:
             warnings.append(f"{source}.{name} should be {expected}, got {value!r}: ignored")
     return dataclasses.replace(base, **values), warnings
@@ -248,6 +260,16 @@ def _language_names(value: Any) -> tuple[str, ...] | None:
     if any(language is None for language in found):
         return None
     return tuple(language.name for language in found if language is not None)
+
+
+def _is_url_or_empty(value: str) -> bool:
+    from infill.errors import InputError
+    from infill.models.served import check_url
+
+    try:
+        return not value.strip() or bool(check_url(value))
+    except InputError:
+        return False
 
 
 def _is_int(value: Any) -> bool:

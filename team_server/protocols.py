@@ -25,9 +25,11 @@ middle sentinel is the start of the fill, kept in the prefix.
 
 The project's own request (`infill_request`) names a file's text, its spans (line ranges as the
 CLI's --lines, offsets, line:column ranges, tree-sitter nodes) and a mode (fill, fix, document,
-alternatives), with options under their camelCase names (OPTIONS: each the camelCase of its field
-in infill.options and of its `infill` flag, as the language server's settings are), and is
-answered with the report `infill --json` prints (infill.modes.reports).
+alternatives, review, inline), with options under their camelCase names
+(infill.options.REQUEST_OPTIONS: each the camelCase of its field in infill.options and of its
+`infill` flag, as the language server's settings are), and is answered with the report
+`infill --json` prints (infill.modes.reports); the CLI's --server and the language server's
+`endpoint` send it (infill.models.served).
 
 A request that is not what its API defines raises `BadRequest` (the app answers 400); a value
 that the engine refuses raises infill.errors.InputError (400 too).
@@ -40,10 +42,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from infill.modes import AlternativesRequest, DocstringRequest, FillRequest, FixRequest, InlineRequest
+from infill.modes import (
+    AlternativesRequest,
+    DocstringRequest,
+    FillRequest,
+    FixRequest,
+    InlineRequest,
+    ReviewRequest,
+)
 from infill.modes.alternatives import MAX_CANDIDATES
-from infill.modes.reports import candidates_report, docstring_report, fix_report, json_report
-from infill.options import FixOptions, InfillOptions, SamplerConfig
+from infill.modes.reports import (
+    candidates_report,
+    docstring_report,
+    fix_report,
+    inline_report,
+    json_report,
+    review_report,
+)
+from infill.options import REQUEST_OPTIONS, FixOptions, InfillOptions, SamplerConfig
 from infill.text.docstring_sites import missing_docstrings
 from infill.text.document import Document, document_from_bytes
 from infill.text.languages import detect
@@ -52,7 +68,7 @@ from infill.text.spans import Span, line_span, node_span, parse_lines, parse_ran
 MAX_CHOICES = 16  # n of one request (OpenAI's n)
 MAX_FILL_TOKENS = 256  # the most masked positions a completion may ask for (max_tokens and its kin)
 MAX_STOPS = 4  # stop strings (as OpenAI)
-MODES = ("fill", "fix", "document", "alternatives")
+MODES = ("fill", "fix", "document", "alternatives", "review", "inline")
 
 Tune = Callable[[InfillOptions, frozenset[str]], InfillOptions]
 """What the replica adds to the options a client asked for: the model family's recommended
@@ -286,6 +302,9 @@ class ModelInfo:
     name: str
     params: int | None = None
     family: str = "infill-diffusion"
+    engine: dict = field(default_factory=dict)  # what the project's clients tune a request with, as
+    #   in-process (infill.models.served): {"family": the published family or None, "recommended":
+    #   its authors' settings, "context_length": the model's window}
 
 
 OLLAMA_TEMPLATE = "{{ if .Suffix }}{{ .Prompt }}[infill]{{ .Suffix }}{{ else }}{{ .Prompt }}{{ end }}"
@@ -312,34 +331,13 @@ def ollama_details(model: ModelInfo) -> dict:
 
 def openai_models(model: ModelInfo, created: int) -> dict:
     entry = {"id": model.name, "object": "model", "created": created, "owned_by": "infill"}
+    entry["infill"] = model.engine  # the project's own clients tune their requests with it
     return {"object": "list", "data": [entry]}
 
 
 # --------------------------------------------------------------------------- the project's own
 
 
-OPTIONS = {  # camelCase name: (the options it sets, its field, the JSON type it takes)
-    "steps": ("sampler", "steps", int),
-    "temperature": ("sampler", "temperature", float),
-    "topP": ("sampler", "top_p", float),
-    "topK": ("sampler", "top_k", int),
-    "order": ("sampler", "order", str),
-    "length": ("sampler", "length", str),
-    "blockLength": ("sampler", "block_length", int),
-    "expandStart": ("sampler", "expand_start", int),
-    "commitThreshold": ("sampler", "commit_threshold", float),
-    "remaskThreshold": ("sampler", "remask_threshold", float),
-    "cacheRefresh": ("sampler", "cache_refresh", int),
-    "seed": ("sampler", "seed", int),
-    "budget": ("infill", "budget", int),
-    "contextLength": ("infill", "context_length", int),
-    "retries": ("infill", "retries", int),
-    "tokenEdits": ("infill", "token_edits", int),
-    "freshFills": ("infill", "fresh_fills", int),
-    "passBudget": ("infill", "pass_budget", int),  # 0: no bound (as --pass-budget 0)
-    "recall": ("infill", "recall", bool),
-    "fixThreshold": ("fix", "threshold", float),  # --fix-threshold
-}
 
 
 @dataclass(frozen=True)
@@ -355,8 +353,8 @@ class EditRequest:
 
 
 def infill_request(body: Any, tune: Tune = as_asked) -> EditRequest:
-    """POST /v1/infill: {"text", "language"?, "path"?, "spans": [...], "mode"?, "n"?, "options"?,
-    "timeout"?}. A span is {"lines": "A-B" | [A, B]}, {"start": offset, "end": offset},
+    """POST /v1/infill: {"text", "language"?, "path"?, "spans": [...], "mode"?, "n"?, "top"?,
+    "options"?, "timeout"?}. A span is {"lines": "A-B" | [A, B]}, {"start": offset, "end": offset},
     {"range": "L:C-L:C"} or {"node": "KIND:TARGET"} (the CLI's --lines, --range and --node)."""
     body = an_object(body)
     text = body.get("text")
@@ -377,15 +375,25 @@ def infill_request(body: Any, tune: Tune = as_asked) -> EditRequest:
     if not isinstance(raw_spans, list):
         raise BadRequest("spans must be a list")
     spans = [span_of(document, item) for item in raw_spans]
-    if not spans and mode != "document":
+    if not spans and mode not in ("document", "review"):
         raise BadRequest("say what to regenerate: spans, each {lines}, {start, end}, {range} or {node}")
     options, fix_threshold = options_of(body.get("options"), tune)
     timeout = number(body, "timeout", 0, None) or None
+    threshold = {"threshold": fix_threshold} if fix_threshold is not None else {}
+    if mode == "review":  # spans: what to review (none: the whole file); top: the K least likely tokens
+        top = optional(body, "top", int)
+        review = ReviewRequest(document, spans, FixOptions.from_infill(options, **threshold), top)
+        return EditRequest(document, mode, review, review_report, timeout, spans)
+    if mode == "inline":  # one insertion point; n: samples at a temperature above 0
+        n = optional(body, "n", int) or 1
+        if len(spans) != 1 or spans[0].start != spans[0].end or not 1 <= n <= MAX_CHOICES:
+            raise BadRequest(f"mode inline takes one empty span (the cursor) and n from 1 to {MAX_CHOICES}")
+        inline = InlineRequest(document, spans[0].start, options, n)
+        return EditRequest(document, mode, inline, inline_report, timeout, spans)
     if mode == "fill":
         return EditRequest(document, mode, FillRequest(document, spans, options),
                            lambda r: json_report(document, r), timeout, spans)  # fmt: skip
     if mode == "fix":
-        threshold = {"threshold": fix_threshold} if fix_threshold is not None else {}
         fix = FixOptions.from_infill(options, **threshold)
         return EditRequest(document, mode, FixRequest(document, spans, fix),
                            lambda r: fix_report(document, r), timeout, spans)  # fmt: skip
@@ -429,18 +437,18 @@ def span_of(document: Document, item: Any) -> Span:
 
 
 def options_of(values: Any, tune: Tune = as_asked) -> tuple[InfillOptions, float | None]:
-    """The request's options (camelCase names: OPTIONS) as InfillOptions, tuned, and fix mode's
+    """The request's options (camelCase names: REQUEST_OPTIONS) as InfillOptions, tuned, and fix mode's
     threshold if given."""
     if values is None:
         values = {}
     if not isinstance(values, Mapping):
         raise BadRequest("options must be an object")
-    unknown = sorted(set(values) - set(OPTIONS))
+    unknown = sorted(set(values) - set(REQUEST_OPTIONS))
     if unknown:
-        raise BadRequest(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+        raise BadRequest(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(REQUEST_OPTIONS)}")
     given: dict[str, dict[str, Any]] = {"sampler": {}, "infill": {}, "fix": {}}
     for key, value in values.items():
-        where, name, kind = OPTIONS[key]
+        where, name, kind = REQUEST_OPTIONS[key]
         if value is None:
             continue
         if not of_type(value, kind):

@@ -68,8 +68,10 @@ class Replica:
                         quantize=config.quantize)  # fmt: skip
         card = model_card(config.model)
         name = "-".join(card.name.split())  # a model id without spaces ("infill-recipe-model")
-        family = getattr(denoiser, "family", None) or "infill-diffusion"
-        return cls(denoiser, config, ModelInfo(name, card.params, family))
+        family = getattr(denoiser, "family", None)
+        engine = {"family": family, "recommended": dict(getattr(denoiser, "recommended", None) or {}),
+                  "context_length": getattr(denoiser, "context_length", None)}  # fmt: skip
+        return cls(denoiser, config, ModelInfo(name, card.params, family or "infill-diffusion", engine))
 
     def close(self) -> None:
         self.driver.close()
@@ -101,7 +103,9 @@ class Replica:
         """The ticket's result, awaited without blocking the event loop; the ticket is cancelled
         when this is (a client gone), when `disconnected()` says so, or DEADLINE_GRACE after its
         deadline (TimeoutError)."""
-        waiting = asyncio.ensure_future(asyncio.shield(asyncio.wrap_future(ticket.future)))
+        ticket_done = asyncio.wrap_future(ticket.future)
+        ticket_done.add_done_callback(retrieved)  # a ticket cancelled after its client left ends unawaited
+        waiting = asyncio.ensure_future(asyncio.shield(ticket_done))
         watcher = asyncio.ensure_future(watch(disconnected)) if disconnected is not None else None
         try:
             waits = {waiting} | ({watcher} if watcher is not None else set())
@@ -126,6 +130,14 @@ class Replica:
                   disconnected: Callable[[], Awaitable[bool]] | None = None) -> Any:  # fmt: skip
         ticket, seconds = self.submit(request, timeout)
         return await self.result(ticket, seconds, disconnected)
+
+
+def retrieved(future: asyncio.Future) -> None:
+    """Take the future's exception, so that asyncio does not log it as never retrieved when the
+    future is collected (a log line formatted inside the collector, which may be inside the
+    parser: Python 3.11's ast then fails the parse it interrupted)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class ClientGone(Exception):

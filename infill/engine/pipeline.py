@@ -169,8 +169,11 @@ class Request(Protocol[R]):
 
 
 def run(denoiser: Denoiser, request: Request[R], hooks: Hooks | None = None) -> R:
-    """Run `request` through the stages; its mode's result."""
+    """Run `request` through the stages; its mode's result. A denoiser that runs whole requests
+    itself (a team server in the model's place: infill.models.served) is handed the request."""
     hooks = hooks or Hooks()
+    if hasattr(denoiser, "run_request"):
+        return denoiser.run_request(request, hooks)
     jobs = request.plan(denoiser)
     total, done = sum(len(job.spans) for job in jobs), 0
     filled: list[Filled] = []

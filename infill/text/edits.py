@@ -11,6 +11,7 @@ import difflib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _NO_NEWLINE_MARKER = "\\ No newline at end of file\n"
 
@@ -182,6 +183,41 @@ def _terminated(diff_line: str) -> str:
     return diff_line + "\n" + _NO_NEWLINE_MARKER
 
 
+def position_to_offset(text: str, line: int, character: int) -> int:
+    """The code point offset of a 0-based (line, character); ValueError past the line's end."""
+    if line < 0:
+        raise ValueError(f"line {line + 1} is before the text's start")
+    start = 0
+    for _ in range(line):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            raise ValueError(f"line {line + 1} is past the text's end")
+    end = text.find("\n", start)
+    if not 0 <= character <= (len(text) if end < 0 else end) - start:
+        raise ValueError(f"character {character + 1} is past the end of line {line + 1}")
+    return start + character
+
+
 def _position_json(text: str, offset: int) -> dict:
     line, character = offset_to_position(text, offset)
     return {"line": line, "character": character}
+
+
+def edits_from_json(text: str, items: Any) -> list[TextEdit]:
+    """Edits as :func:`edits_to_json` writes them, read back against ``text``; ValueError unless
+    each one is an object whose offsets lie in ``text`` and whose ``old_text`` is what is there
+    (an answer about another version of the text changes nothing)."""
+    if not isinstance(items, list):
+        raise ValueError("edits must be a list")
+    edits = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValueError("each edit is an object")
+        start, end, new_text = item.get("start"), item.get("end"), item.get("new_text")
+        if not (type(start) is int and type(end) is int and isinstance(new_text, str)):
+            raise ValueError("each edit has integer start and end and a string new_text")
+        _check_range(text, start, end)
+        if "old_text" in item and item["old_text"] != text[start:end]:
+            raise ValueError(f"the edit at {start}-{end} replaces text that is not there")
+        edits.append(TextEdit(start, end, new_text))
+    return edits

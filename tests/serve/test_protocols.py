@@ -12,10 +12,9 @@ from infill import cli
 from infill.errors import InputError
 from infill.modes import AlternativesRequest, DocstringRequest, FillRequest, FixRequest, InlineRequest
 from infill.modes.inline import Completions
-from infill.options import InfillOptions
+from infill.options import REQUEST_OPTIONS, InfillOptions
 from infill.text.languages import GO, PYTHON, TEXT
 from team_server.protocols import (
-    OPTIONS,
     BadRequest,
     Choice,
     Completion,
@@ -242,7 +241,7 @@ def test_every_option_is_the_camel_case_of_its_field_and_of_its_cli_flag():
     """One name per setting (tests/project/test_setting_names.py): the server's option `tokenEdits`
     sets InfillOptions.token_edits, as `infill --token-edits` does."""
     flags = {option: action for action in cli.build_parser()._actions for option in action.option_strings}
-    for key, (where, name, _) in OPTIONS.items():
+    for key, (where, name, _) in REQUEST_OPTIONS.items():
         snake = re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
         flag = "--" + snake.replace("_", "-")
         if where == "fix":

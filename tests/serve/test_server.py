@@ -177,6 +177,29 @@ def test_own_infill_endpoint_answers_the_clis_json_report(server, reference):
     assert len(doc["docstrings"]) == len(missing_docstrings(COUNTER_MODULE)) == 4
 
 
+def test_the_project_clients_through_ray_serve(server, reference, tmp_path, capsys, monkeypatch):
+    """`infill FILE --server URL` and the engine's own client (the language server's `endpoint`)
+    through Ray Serve's proxy: the in-process edits, and a wrong token changes nothing."""
+    from infill import cli
+    from infill.errors import ModelError
+    from infill.models.served import TeamServer
+
+    document = document_from_bytes(COUNTER_MODULE.encode())
+    request = FillRequest(document, [line_span(COUNTER_MODULE, 12, 13)], InfillOptions())
+    served = TeamServer.connect(server.url, TOKEN)
+    assert run(served, request).edits == run(reference, request).edits
+    with pytest.raises(ModelError, match="refused the token"):
+        TeamServer.connect(server.url, "nobody-0123456789abcdef")
+    path = tmp_path / "counter.py"
+    path.write_text(COUNTER_MODULE)
+    monkeypatch.setenv("INFILL_TOKEN", TOKEN)
+    assert cli.main([str(path), "--lines", "12-13", "--json", "--server", server.url]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert without_times(printed) == without_times(
+        json.loads(json.dumps(json_report(document, run(reference, request))))
+    )
+
+
 def test_sixteen_requests_at_once_share_forward_passes(server):
     before = server.metrics()
     lines = [6, 10, 11, 12, 13, 18, 21, 22] * 2

@@ -28,6 +28,8 @@ export const SERVER_SETTINGS = [
     'idleRefresh',
     'languages',
     'protocol',
+    'endpoint',
+    'token',
 ] as const;
 
 /** Settings only the extension reads. */
