@@ -12,6 +12,8 @@ forward passes, the rows they carried and how many requests shared them.
     infill_forward_most_rows, ..._most_requests     gauges: the most in one forward
     infill_forward_seconds_total                    counter: time in forwards
     infill_requests_ended_total{how}                counter: finished, cancelled, failed (the driver's)
+    process_resident_memory_bytes                   gauge: the replica process's resident memory
+                                                    (Prometheus' standard name; Linux's /proc)
 
 Each replica counts its own (a scraper asks each replica, or Ray's metrics export is used); no
 counter holds text of a request, only its endpoint, status and time.
@@ -91,7 +93,23 @@ class Metrics:
                    [("", driver.forward_seconds)])  # fmt: skip
             metric("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
                    [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS])
+        resident = resident_bytes()
+        if resident is not None:
+            metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+                   [("", resident)])  # fmt: skip
         return "\n".join(lines) + "\n"
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (VmRSS of /proc/self/status), None where there is no /proc."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def parse(text: str) -> dict[str, float]:

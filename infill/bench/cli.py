@@ -33,6 +33,14 @@ infill-bench drift [--model DIR] [--tasks 100] [--seed 0] [--json PATH]
     on the stale kept context and on the context after the idle refresh (infill.bench.drift):
     the share of fills identical to the exact one, exact matches, positions computed.
 
+infill-bench serve [--clients 1,2,4,8,16] [--seconds 30] [--soak SECONDS] [--soak-clients 8]
+                   [--url URL --token T] [--threads 2] [--json PATH] [--plot PATH]
+    A team server (`infill serve`, started here unless --url names one) under N editors at
+    once, each asking for the next one-line fill of a held-out file when its last one came
+    back: fills/s, latency p50/p95/p99, rows per forward pass, failures and the replica's
+    memory per level, each against one client's; --soak: memory over a long run
+    (infill.bench.serve).
+
 infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--file-lines 2000,20000] [--json PATH]
     The language server as an editor sees it (lsp_server.measure): start to `initialize`
     answer, listing code actions, the first fill (loads the model), a one-line fill in a
@@ -307,6 +315,26 @@ def loading(args: argparse.Namespace) -> dict:
     return {"rows": [r.__dict__ for r in rows]}
 
 
+def serve(args: argparse.Namespace) -> dict | None:
+    """A team server under load: fills/s and latency by clients, then the soak (infill.bench.serve)."""
+    from infill.bench.serve import bench_serve, plot
+
+    clients = [int(part) for part in args.clients.split(",")]
+    if not clients or min(clients) < 1 or args.seconds <= 0 or args.soak < 0 or args.soak_clients < 1:
+        print("infill-bench serve: --clients are counts of 1 or more, --seconds above 0", file=sys.stderr)
+        return None
+    log = Path(tempfile.gettempdir()) / "infill-bench-serve.log"
+    try:
+        result = bench_serve(clients, args.seconds, args.soak, args.soak_clients, args.url, args.token,
+                             args.threads or 2, str(args.model) if args.model else None, log)  # fmt: skip
+    except RuntimeError as error:
+        print(f"infill-bench serve: {error}", file=sys.stderr)
+        return None
+    if args.plot:
+        plot(result, args.plot)
+    return result
+
+
 def pass_counts(text: str) -> tuple[int, ...]:
     """--passes: comma-separated pass counts, each at least 1."""
     try:
@@ -328,7 +356,8 @@ def size_list(text: str) -> list[tuple[int, int]]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes", "loading", "drift"])
+    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes", "loading", "drift",
+                                         "serve"])  # fmt: skip
     parser.add_argument("--model", type=Path, default=None,
                         help="checkpoint folder, any family infill.models.load takes "
                         "(default: the shipped model)")  # fmt: skip
@@ -407,6 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--file-lines", default="2000,20000", metavar="N,N",
                         help="lsp: other file lengths to time the one-line fill in, against the "
                         "200-line file (default 2000,20000; '' for none)")  # fmt: skip
+    parser.add_argument("--clients", default="1,2,4,8,16", metavar="N,...",
+                        help="serve: editors asking at once, one level each (default 1,2,4,8,16)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="serve: seconds each level runs")
+    parser.add_argument("--soak", type=float, default=0.0, metavar="SECONDS",
+                        help="serve: then run --soak-clients clients this long, sampling the memory")
+    parser.add_argument("--soak-clients", type=int, default=8, help="serve: clients of the soak (default 8)")
+    parser.add_argument("--url", default=None, help="serve: a running team server (default: start one here)")
+    parser.add_argument("--token", default=None, help="serve: its bearer token")
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser
 
@@ -418,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at least 1")
     try:
         modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes,
-                 "loading": loading, "drift": drift}  # fmt: skip
+                 "loading": loading, "drift": drift, "serve": serve}  # fmt: skip
         results = modes[args.what](args)
     except ModelError as error:
         print(f"infill-bench: model error: {error}", file=sys.stderr)

@@ -109,3 +109,7 @@ def test_metrics_text_counts_requests_latency_and_the_drivers_passes():
     assert values['infill_request_seconds_count{endpoint="/v1/completions"}'] == 3
     assert values["infill_rows_per_pass"] == 2.5 and values["infill_forward_shared_passes_total"] == 7
     assert values["infill_queue_length"] == 2 and values['infill_requests_ended_total{how="cancelled"}'] == 1
+    import resource  # the process's own resident memory: within its peak, and more than a few MiB
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert 8 * 2**20 < values["process_resident_memory_bytes"] <= peak * 1.1  # the peak is counted late

@@ -13,18 +13,16 @@ the batch.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from dataclasses import dataclass, field, replace
 
 import pytest
 from samples import COUNTER_MODULE
+from serve_support import TOKEN, free_port
 
 from infill import cli
 from infill.engine.pipeline import Hooks, run
 from infill.errors import Cancelled, InputError, ModelError
-from infill.models import load
 from infill.models.served import TeamServer, check_url, request_body
 from infill.modes import (
     AlternativesRequest,
@@ -47,52 +45,10 @@ from infill.options import FixOptions, InfillOptions, SamplerConfig
 from infill.text.docstring_sites import missing_docstrings
 from infill.text.document import document_from_bytes
 from infill.text.spans import line_span
-from team_server.auth import read_tokens
-from team_server.config import ServerConfig
-from team_server.protocols import ModelInfo, infill_request
+from team_server.protocols import infill_request
 
-uvicorn = pytest.importorskip("uvicorn")  # comes with ray[serve] (the test extra)
-
-TOKEN = "carol-0123456789abcdef"
 DOCUMENT = document_from_bytes(COUNTER_MODULE.encode())
 LINE_13 = line_span(DOCUMENT.text, 13, 13)  # return total / len(values)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def denoiser():
-    return load(None, threads=1)
-
-
-@pytest.fixture(scope="module")
-def url(denoiser):
-    """The team server's app and replica over the shipped model (the one loaded here: the same
-    weights in the same process), on a socket, with one token."""
-    from team_server.app import build_app
-    from team_server.replica import Replica
-
-    config = ServerConfig(threads=1, tokens=tuple(sorted(read_tokens(f"carol {TOKEN}\n").items())))
-    engine = {"family": None, "recommended": {}, "context_length": denoiser.context_length}
-    replica = Replica(denoiser, config, ModelInfo("infill-test", 10, engine=engine))
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(replica), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    replica.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,28 +3,31 @@ replicas, one killed while requests run: every request is answered (none hangs),
 that the dead replica held fail with a 500 from Serve's proxy at once (Serve does not retry an
 HTTP request: a plugin asks again on the next keystroke), the others succeed, the next requests
 all go to the live replica, and Serve starts a replica in the dead one's place. One run: 6 of 16
-answered 200, 10 (the dead replica's) 500."""
+answered 200, 10 (the dead replica's) 500. infill's own client (infill.models.served: the CLI's
+--server, the language server's endpoint) sends a request that failed so once more: its 8
+requests, sent beside those 16, are all answered 200."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import socket
 import time
 
 import httpx
 import pytest
 from external import require_module
 from samples import COUNTER_MODULE
+from serve_support import free_port
 
+from infill.engine.pipeline import run
+from infill.errors import ModelError
+from infill.models.served import TeamServer
+from infill.modes import FillRequest
+from infill.options import InfillOptions
+from infill.text.document import document_from_bytes
+from infill.text.spans import line_span
 from team_server.config import ServerConfig
 
 pytestmark = [pytest.mark.external, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def replica_names(ray) -> list[str]:
@@ -57,14 +60,28 @@ def test_two_nodes_two_replicas_one_killed_under_load():
             except httpx.HTTPError:
                 return -1  # the connection itself failed: still an answer, not a hang
 
+        served = TeamServer.connect(url)
+        document = document_from_bytes(COUNTER_MODULE.encode())
+
+        def client_fill(line: int) -> int:  # infill's own client (--server, endpoint): sends a 500 again
+            request = FillRequest(document, [line_span(COUNTER_MODULE, line, line)], InfillOptions())
+            try:
+                run(served, request)
+                return 200
+            except ModelError as error:
+                return int("500" in str(error)) * 500 or -1
+
         lines = [6, 10, 11, 12, 13, 18, 21, 22] * 2
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        with concurrent.futures.ThreadPoolExecutor(24) as pool:
             answers = [pool.submit(fill, line) for line in lines]
+            ours = [pool.submit(client_fill, line) for line in lines[:8]]
             time.sleep(0.5)
             ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=False)
             statuses = [answer.result(timeout=180) for answer in answers]
+            clients = [answer.result(timeout=180) for answer in ours]
         assert len(statuses) == 16  # every request answered, none hangs
         assert set(statuses) <= {200, 500} and 200 in statuses, statuses  # the dead replica's: 500 at once
+        assert clients == [200] * 8, clients  # sent again, to the live replica
         after = [fill(line) for line in (6, 10, 11, 12)]
         assert after == [200] * 4  # the dead replica's requests go elsewhere now
         deadline = time.monotonic() + 120

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import socket
 import time
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ import pytest
 import torch
 from external import require_module
 from samples import COUNTER_MODULE
+from serve_support import free_port
 
 from infill.engine.pipeline import run
 from infill.models import load
@@ -57,12 +57,6 @@ class Server:
 
     def metrics(self) -> dict[str, float]:
         return parse(self.get("/metrics").text)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

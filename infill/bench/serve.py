@@ -1,0 +1,342 @@
+"""`infill-bench serve`: a team server (`infill serve`) under the load of N editors at once.
+
+    infill-bench serve [--clients 1,2,4,8,16] [--seconds 30] [--soak SECONDS] [--soak-clients 8]
+                       [--url URL --token T | --threads 2 --model DIR] [--json PATH] [--plot PNG]
+
+Each client is an editor that asks for the next fill as soon as the last one came back (a closed
+loop): a one-line fill (`POST /v1/infill`, mode fill, greedy) of the next code line of a
+held-out file of 200 lines or more (infill.bench.tasks: never trained on), its lines taken in
+turn. Every level runs for `--seconds` after one warm-up fill; for each it prints the fills
+answered per second, latency percentiles (p50, p95, p99), the rows and requests each forward
+pass carried (the server's /metrics, before and after the level), failed requests, and the
+replica's resident memory (/metrics `process_resident_memory_bytes`), and each level's
+throughput and p50 against one client's. `--soak` then runs `--soak-clients` clients for that
+many seconds and samples the memory every few seconds: its value after the first minute and at
+the end, and the failures.
+
+Without `--url` it starts `infill serve` itself on a free port of 127.0.0.1 (one replica, the
+shipped model or `--model`, `--threads` torch threads) and stops it at the end. Traffic goes to
+that one address only; every loop is bounded by its time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from infill.bench.tasks import code_lines, heldout_sources
+
+START_SECONDS = 180  # for `infill serve` to answer /health (a local Ray starts first)
+MEMORY_EVERY = 5.0  # seconds between the soak's memory samples
+MIN_LINES = 200
+
+
+@dataclass
+class Level:
+    """One level of load: `clients` editors for `seconds`."""
+
+    clients: int
+    seconds: float
+    fills: int  # answered 200
+    failed: int  # any other answer, or none
+    throughput: float  # fills per second
+    p50: float  # seconds
+    p95: float
+    p99: float
+    rows_per_pass: float  # canvas rows a forward pass carried, on average over the level
+    shared: float  # share of the level's passes that carried several requests
+    memory_mib: float | None  # the replica's resident memory at the level's end
+    errors: list[str] = field(default_factory=list)  # the first few failures' statuses and words
+
+
+@dataclass
+class Soak:
+    clients: int
+    seconds: float
+    fills: int
+    failed: int
+    memory: list[tuple[float, float]]  # (seconds since the soak began, MiB)
+    after_first_minute_mib: float | None
+    at_end_mib: float | None
+
+    @property
+    def growth(self) -> float | None:
+        """Memory at the end over memory after the first minute, less one."""
+        if not self.after_first_minute_mib or self.at_end_mib is None:
+            return None
+        return self.at_end_mib / self.after_first_minute_mib - 1
+
+
+def fill_bodies(count: int = 64) -> list[dict]:
+    """/v1/infill bodies: one-line fills of `count` code lines of a held-out file, spread over it."""
+    path, text = long_heldout_file()
+    lines = code_lines(text)
+    picks = [lines[k * len(lines) // count] for k in range(count)]
+    return [{"text": text, "path": path, "spans": [{"lines": n}], "mode": "fill"} for n in picks]
+
+
+@functools.cache
+def long_heldout_file() -> tuple[str, str]:
+    """The first held-out file (by path) of at least MIN_LINES lines, 64 of them code."""
+    for path, text in heldout_sources():
+        if text.count("\n") >= MIN_LINES and len(code_lines(text)) >= 64:
+            return path, text
+    raise RuntimeError(f"no held-out file of {MIN_LINES} lines or more (infill.train.corpus)")
+
+
+def read_metrics(client: httpx.Client) -> dict[str, float]:
+    """The server's /metrics as {"name{labels}": value}; {} if it does not answer them."""
+    reply = client.get("/metrics")
+    if reply.status_code != 200:
+        return {}
+    values = {}
+    for line in reply.text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def memory_mib(values: dict[str, float]) -> float | None:
+    found = values.get("process_resident_memory_bytes")
+    return None if found is None else found / 2**20
+
+
+class Load:
+    """`clients` threads, each posting the next body as soon as its last one was answered."""
+
+    def __init__(self, url: str, headers: dict, bodies: list[dict], clients: int) -> None:
+        self.url, self.headers, self.bodies, self.clients = url, headers, bodies, clients
+        self.latencies: list[float] = []
+        self.failed: list[str] = []
+        self.lock = threading.Lock()
+        self.turn = 0
+
+    def next_body(self) -> dict:
+        with self.lock:
+            self.turn += 1
+            return self.bodies[self.turn % len(self.bodies)]
+
+    def client(self, until: float) -> None:
+        with httpx.Client(base_url=self.url, headers=self.headers, timeout=300) as http:
+            while time.monotonic() < until:
+                body = self.next_body()
+                started = time.perf_counter()
+                try:
+                    reply = http.post("/v1/infill", json=body)
+                    outcome = None if reply.status_code == 200 else f"{reply.status_code}: {reply.text[:200]}"
+                except httpx.HTTPError as error:
+                    outcome = f"{type(error).__name__}: {error}"
+                seconds = time.perf_counter() - started
+                with self.lock:
+                    if outcome is None:
+                        self.latencies.append(seconds)
+                    else:
+                        self.failed.append(outcome)
+
+    def run(self, seconds: float, on_tick=None) -> float:
+        """Run every client for `seconds` (each finishes its last request); wall seconds taken.
+        `on_tick(elapsed)` is called about every MEMORY_EVERY seconds meanwhile."""
+        started = time.monotonic()
+        until, tick = started + seconds, MEMORY_EVERY
+        threads = [threading.Thread(target=self.client, args=(until,), daemon=True)
+                   for _ in range(self.clients)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        while any(thread.is_alive() for thread in threads):
+            time.sleep(0.2)
+            if on_tick is not None and time.monotonic() - started >= tick:
+                on_tick(time.monotonic() - started)
+                tick += MEMORY_EVERY
+        return time.monotonic() - started
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def run_level(url: str, headers: dict, bodies: list[dict], clients: int, seconds: float) -> Level:
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+        before = read_metrics(http)
+        load = Load(url, headers, bodies, clients)
+        wall = load.run(seconds)
+        after = read_metrics(http)
+    def grown(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    passes, rows = grown("infill_forward_passes_total"), grown("infill_forward_rows_total")
+    shared = grown("infill_forward_shared_passes_total")
+    fills = len(load.latencies)
+    return Level(
+        clients=clients,
+        seconds=wall,
+        fills=fills,
+        failed=len(load.failed),
+        throughput=fills / wall,
+        p50=statistics.median(load.latencies) if load.latencies else float("nan"),
+        p95=percentile(load.latencies, 0.95),
+        p99=percentile(load.latencies, 0.99),
+        rows_per_pass=rows / passes if passes else 0.0,
+        shared=shared / passes if passes else 0.0,
+        memory_mib=memory_mib(after),
+        errors=load.failed[:3],
+    )
+
+
+def run_soak(url: str, headers: dict, bodies: list[dict], clients: int, seconds: float) -> Soak:
+    samples: list[tuple[float, float]] = []
+    http = httpx.Client(base_url=url, headers=headers, timeout=60)
+
+    def sample(elapsed: float) -> None:
+        found = memory_mib(read_metrics(http))
+        if found is not None:
+            samples.append((round(elapsed, 1), round(found, 1)))
+
+    load = Load(url, headers, bodies, clients)
+    sample(0.0)
+    wall = load.run(seconds, on_tick=sample)
+    sample(wall)
+    http.close()
+    after_minute = next((mib for at, mib in samples if at >= 60), None)
+    return Soak(clients, wall, len(load.latencies), len(load.failed), samples, after_minute,
+                samples[-1][1] if samples else None)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LocalServer:
+    """`infill serve` in a process of its own, on a free port of 127.0.0.1, until `stop`."""
+
+    def __init__(self, threads: int, model: str | None, log: Path) -> None:
+        self.port = free_port()
+        command = [sys.executable, "-m", "infill.cli", "serve", "--port", str(self.port),
+                   "--threads", str(threads), "--cpus", str(os.cpu_count() or 2)]  # fmt: skip
+        if model:
+            command += ["--model", model]
+        self.log = log.open("w")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)  # fmt: skip
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait(self) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise RuntimeError(f"infill serve exited with {code} (log: {self.log.name})")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"infill serve did not answer in {START_SECONDS} s (log: {self.log.name})")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def bench_serve(clients: list[int], seconds: float, soak: float, soak_clients: int, url: str | None,
+                token: str | None, threads: int, model: str | None, log: Path) -> dict:  # fmt: skip
+    """Every level of `clients`, then the soak; the results as a dict (printed as they come)."""
+    server = None
+    if url is None:
+        server = LocalServer(threads, model, log)
+        print(f"infill-bench serve: starting `infill serve` on {server.url} (log: {log})", file=sys.stderr)
+        server.wait()
+        url = server.url
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    bodies = fill_bodies()
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=300) as http:
+            http.post("/v1/infill", json=bodies[0]).raise_for_status()  # warm up
+        levels = []
+        print(f"{'clients':>7} {'fills/s':>8} {'x1':>6} {'p50 s':>7} {'x1':>6} {'p95 s':>7} {'p99 s':>7} "
+              f"{'rows/pass':>9} {'shared':>7} {'failed':>6} {'MiB':>6}")  # fmt: skip
+        for count in clients:
+            level = run_level(url, headers, bodies, count, seconds)
+            levels.append(level)
+            one = levels[0]
+            print(f"{level.clients:>7} {level.throughput:>8.2f} {level.throughput / one.throughput:>6.2f} "
+                  f"{level.p50:>7.3f} {level.p50 / one.p50:>6.2f} {level.p95:>7.3f} {level.p99:>7.3f} "
+                  f"{level.rows_per_pass:>9.2f} {level.shared:>7.0%} {level.failed:>6} "
+                  f"{level.memory_mib or 0:>6.0f}", flush=True)  # fmt: skip
+            for error in level.errors:
+                print(f"        failed: {error}", file=sys.stderr)
+        result: dict = {"url": url if server is None else "local infill serve", "threads": threads,
+                        "seconds": seconds, "levels": [asdict(level) for level in levels]}  # fmt: skip
+        if soak:
+            print(f"soak: {soak_clients} clients for {soak:.0f} s ...", file=sys.stderr, flush=True)
+            found = run_soak(url, headers, bodies, soak_clients, soak)
+            growth = found.growth
+            change = "n/a" if growth is None else f"{growth:+.1%}"
+            print(f"soak: {found.fills} fills, {found.failed} failed, {found.fills / found.seconds:.2f} "
+                  f"fills/s; memory {found.after_first_minute_mib} MiB after the first minute, "
+                  f"{found.at_end_mib} MiB at the end ({change})")  # fmt: skip
+            result["soak"] = {**asdict(found), "growth": growth}
+        return result
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def plot(result: dict, path: Path) -> None:
+    """Throughput and p50 against the clients; the soak's memory against time, if there was one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    levels = result["levels"]
+    panels = 2 if result.get("soak") else 1
+    figure, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
+    left = axes[0][0]
+    clients = [level["clients"] for level in levels]
+    left.plot(clients, [level["throughput"] for level in levels], "o-", label="fills/s")
+    left.set_xscale("log", base=2)
+    left.set_xlabel("clients")
+    left.set_ylabel("fills per second")
+    right = left.twinx()
+    right.plot(clients, [level["p50"] for level in levels], "s--", color="tab:red", label="p50 latency")
+    right.set_ylabel("p50 latency (s)")
+    left.set_title("team server under load")
+    if panels == 2:
+        soak = result["soak"]
+        axis = axes[0][1]
+        axis.plot([t for t, _ in soak["memory"]], [m for _, m in soak["memory"]], ".-")
+        axis.set_xlabel("seconds")
+        axis.set_ylabel("replica resident memory (MiB)")
+        axis.set_title(f"soak: {soak['clients']} clients")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
