@@ -624,7 +624,10 @@ def did_change(ls: InfillLanguageServer, params: types.DidChangeTextDocumentPara
     document = ls.workspace.text_documents.get(unquote(uri))
     if document is not None:  # the alternatives follow an applied candidate, else are dropped
         ls.alternatives.changed(uri, document.version, document.source)
-        ls.reviews.changed(uri, document.source)  # findings of edited lines dropped, later ones moved
+        if ls.settings.review:  # findings of edited lines dropped, later ones moved
+            ls.reviews.changed(uri, document.source)
+        else:  # nothing to move: all of it is to be scored if review is turned on
+            ls.reviews.opened(uri, document.source)
         ls.idle.changed(uri, document.source, ls.quiet_seconds)
     ls.publish_diagnostics(uri)
 
