@@ -454,3 +454,14 @@ def test_review_hints_and_syntax_errors_go_out_in_one_publish(server):
     assert not [d for d in after["diagnostics"] if d["severity"] == types.DiagnosticSeverity.Error]
     above = [d for d in check_hints(both, text) if d["range"]["start"]["line"] < 5]  # not the edited line
     assert above and check_hints(after, fixed) == above
+
+
+@pytest.mark.external
+def test_a_round_stops_past_the_pass_budget_and_the_next_one_goes_on(server):
+    server.initialize({"review": True, "reviewThreshold": 0.05, "idleRefresh": 0.2, "passBudget": 3})
+    server.open(URI, LONGER)
+    log = lambda: "".join(server.stderr)  # noqa: E731
+    spent = wait_for(server, lambda: re.search(r"the pass budget \(3\) is spent", log()), what="budget")
+    windows = re.findall(r"characters (\d+)-(\d+), \d+ finding\(s\), (\d+) pass", log()[: spent.start()])
+    assert len(windows) == 1 and int(windows[0][2]) >= 3  # one window in the first round: it took 3+
+    wait_for(server, lambda: "characters" in log()[spent.end() :], what="the next round")
