@@ -17,7 +17,9 @@ What resolving does, by ``mode``:
   whose docstring site is ``[start, end)`` (kind "definition"), or for every definition of the
   file that lacks one (kind "file");
 - "alternative": several fills of a selection sampled as one batch, offered as separate actions
-  ranked by the model's score (:mod:`lsp_server.alternatives`; the server runs it).
+  ranked by the model's score (:mod:`lsp_server.alternatives`; the server runs it);
+- "review": the quick fix of a review finding (kind "finding"), listed with its edit (the
+  model's preferred text over the finding's range; :mod:`lsp_server.review`).
 
 Quick fixes for syntax errors: a repair can replace or delete tokens but never insert one, so
 a quick fix uses mode "fix" when every error it covers is an ERROR node with text in it (tokens
@@ -83,15 +85,18 @@ NODE_KINDS = ("statement", "body", "expression")
 """Node kinds that "fill node at cursor" considers; the smallest one around the cursor wins."""
 LINES = "lines"
 DEFINITION, FILE = "definition", "file"
-SPAN_KINDS = (SELECTION, *NODE_KINDS, LINES, DEFINITION, FILE)
+FINDING = "finding"
+SPAN_KINDS = (SELECTION, *NODE_KINDS, LINES, DEFINITION, FILE, FINDING)
 """What an action's span is (it names the span in messages): a selection, a node, whole lines,
-a definition's docstring site, the whole file."""
+a definition's docstring site, the whole file, a review finding."""
 
 FILL, NODE, FIX, DOCUMENT, ALTERNATIVE = "fill", "node", "fix", "document", "alternative"
-MODES = (FILL, NODE, FIX, DOCUMENT, ALTERNATIVE)
+REVIEW = "review"
+MODES = (FILL, NODE, FIX, DOCUMENT, ALTERNATIVE, REVIEW)
 """What resolving an action does (see the module docstring)."""
 RESOLVABLE_MODES = (FILL, NODE, FIX, DOCUMENT)
-"""The modes :func:`run_action` runs; "alternative" is :mod:`lsp_server.alternatives`'."""
+"""The modes :func:`run_action` runs; "alternative" is :mod:`lsp_server.alternatives`', "review"
+:mod:`lsp_server.review`'s."""
 
 ANNOTATION_ID = "infill"
 

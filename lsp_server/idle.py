@@ -20,6 +20,10 @@ inline completion too. The quiet it waits for is at least :data:`QUIET_PER_REFRE
 the last refresh took: a few milliseconds for the shipped model, about 1.5 s for a 0.5B one on
 two CPU cores, which then refreshes after 6 s of quiet. A refresh that takes longer than a second
 shows as progress (the server's), which the user can cancel.
+
+After the refresh, the same quiet runs what else waits for it (``after``: the review
+diagnostics, lsp_server.review), with the same test of whether it is still wanted; its time does
+not count in the quiet waited for.
 """
 
 from __future__ import annotations
@@ -48,11 +52,17 @@ def change_offset(old: str, new: str) -> int:
 class IdleRefresh:
     """Per document: its last text, and the refresh waiting for quiet."""
 
-    def __init__(self, refresh: Callable[[str, str, int, Callable[[], bool]], Awaitable[int]]) -> None:
+    def __init__(
+        self,
+        refresh: Callable[[str, str, int, Callable[[], bool]], Awaitable[int]],
+        after: Callable[[str, Callable[[], bool]], Awaitable[None]] | None = None,
+    ) -> None:
         """``refresh(uri, text, offset, still_wanted)``: refreshes the document's context around
         ``offset`` of ``text`` unless ``still_wanted()`` has turned false, and returns the tokens
-        it computed (0: skipped); the server's."""
+        it computed (0: skipped); the server's. ``after(uri, still_wanted)``: runs next, while
+        ``still_wanted()``."""
         self._refresh = refresh
+        self._after = after
         self._texts: dict[str, str] = {}
         self._waiting: dict[str, asyncio.TimerHandle] = {}
         self._generation: dict[str, int] = {}
@@ -111,8 +121,14 @@ class IdleRefresh:
             tokens = await self._refresh(uri, text, offset, lambda: self.quiet(uri, generation))
         except Exception:  # never the user's problem: the next fill works without it
             logger.exception("idle refresh of %s failed", uri)
-            return
+            tokens = 0
         if tokens:
             self.last_seconds = time.perf_counter() - started
             logger.info("idle refresh of %s: %d tokens in %.0f ms", uri, tokens,
                         1000 * (time.perf_counter() - started))  # fmt: skip
+        if self._after is None or not self.quiet(uri, generation):
+            return
+        try:
+            await self._after(uri, lambda: self.quiet(uri, generation))
+        except Exception:
+            logger.exception("idle work on %s failed", uri)

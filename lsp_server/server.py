@@ -7,7 +7,10 @@
   answer, and again on ``workspace/didChangeConfiguration`` (:mod:`lsp_server.settings`).
 - ``didOpen``/``didChange`` publish the document's syntax errors (tree-sitter ERROR and MISSING
   nodes) as diagnostics with the document version; a fixed document gets an empty list
-  (:mod:`lsp_server.diagnostics`).
+  (:mod:`lsp_server.diagnostics`). With the ``review`` setting, the same list carries the review
+  diagnostics: the tokens the model doubts, scored in the background once the document is quiet
+  (on open the whole file, after an edit the lines around it; :mod:`lsp_server.review`), with
+  quick fixes that put the model's preferred text in their place.
 - ``textDocument/codeAction`` lists fills, fixes (repair), docstrings, alternatives and quick
   fixes for syntax errors without running the model (instant; :mod:`lsp_server.actions`), and
   the alternatives already sampled for the range (:mod:`lsp_server.alternatives`), resolved.
@@ -65,9 +68,9 @@ from infill import __version__
 from infill.errors import Cancelled, InputError
 from infill.models.model_info import language_notice, model_card
 from infill.text.languages import Language, detect
-from lsp_server import actions, diagnostics, inline
+from lsp_server import actions, diagnostics, inline, review
 from lsp_server.alternatives import AlternativeSets, StaleAlternatives, sample_alternatives
-from lsp_server.idle import IdleRefresh
+from lsp_server.idle import IDLE_SECONDS, IdleRefresh
 from lsp_server.integrity import IntegrityProtocol, check_current, strict_converter, text_digest
 from lsp_server.jobs import INLINE, RESOLVE, DocumentJobs
 from lsp_server.positions import (
@@ -89,6 +92,8 @@ logger = logging.getLogger("infill-lsp")
 REQUEST_FAILED = -32803  # LSP ErrorCodes.RequestFailed
 CONFIGURATION_WAIT_S = 5.0
 """How long a model job waits for the client's answer to ``workspace/configuration``."""
+REVIEW_POLL_S = 0.1
+"""How often a review waiting for a request to end looks again."""
 
 T = TypeVar("T")
 
@@ -118,7 +123,9 @@ class InfillLanguageServer(LanguageServer):
         self.backend_error: str | None = None  # why loading backend_key failed (not retried)
         self._backend_lock = asyncio.Lock()
         self.contexts: Any = None  # infill.engine.kept_context.DocumentContexts, from the first fill
-        self.idle = IdleRefresh(self.refresh_context)  # each document's context, refreshed when quiet
+        # each document's context refreshed when quiet, then its review diagnostics
+        self.idle = IdleRefresh(self.refresh_context, self.review_when_quiet)
+        self.reviews = review.DocumentReviews()  # each document's review findings (setting `review`)
         self.model_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infill-model")
         self.jobs = DocumentJobs()
         self.alternatives = AlternativeSets()  # the candidates last sampled, per document
@@ -208,9 +215,25 @@ class InfillLanguageServer(LanguageServer):
         if document is None or language is None or not language.has_grammar:
             return
         found = diagnostics.diagnostics(document.source, self.position_encoding, language)
+        found += review.to_diagnostics(document.source, self.shown_doubts(uri, document.source),
+                                       self.position_encoding)  # fmt: skip
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=document.version)
         )
+
+    def shown_doubts(self, uri: str, text: str) -> list[review.Doubt]:
+        """The review findings ``uri`` shows at ``text`` (none with the ``review`` setting off):
+        the ``reviewMaxPerFile`` least likely."""
+        if not self.settings.review:
+            return []
+        return review.lowest(self.reviews.doubts(uri, text), self.settings.review_max_per_file)
+
+    @property
+    def quiet_seconds(self) -> float:
+        """The quiet after an edit that the idle refresh and the review wait for (0: nothing
+        waits): ``idleRefresh``, or its default when only the review waits."""
+        settings = self.settings
+        return settings.idle_refresh or (IDLE_SECONDS if settings.review else 0.0)
 
     # ------------------------------------------------------------------ settings
 
@@ -221,7 +244,23 @@ class InfillLanguageServer(LanguageServer):
         self.show_once(renamed_notices(options), types.MessageType.Warning)
         if settings != self.settings:
             logger.info("settings: %s", settings)
-            self.settings = settings
+            before, self.settings = self.settings, settings
+            self.review_settings_changed(before)
+
+    def review_settings_changed(self, before: Settings) -> None:
+        """Review turned on or off, or another threshold: every open document is scored again
+        (when on) and published again; another count: published again."""
+        now = self.settings
+        if (before.review, before.review_threshold) != (now.review, now.review_threshold):
+            for uri in self.reviews.uris():
+                self.reviews.reset(uri)
+                document = self.workspace.text_documents.get(unquote(uri))
+                if now.review and document is not None:
+                    self.idle.opened(uri, document.source, self.quiet_seconds)
+                self.publish_diagnostics(uri)
+        elif now.review and before.review_max_per_file != now.review_max_per_file:
+            for uri in self.reviews.uris():
+                self.publish_diagnostics(uri)
 
     async def pull_configuration(self) -> None:
         """Ask the client for the ``infill`` section; its answer (if any) overrides the initial
@@ -278,6 +317,8 @@ class InfillLanguageServer(LanguageServer):
         settings, backend = self.settings, self.backend
         if backend is None or self.backend_key != settings.model_key() or settings.protocol == "authors":
             return 0
+        if settings.idle_refresh <= 0:  # the quiet came for the review alone
+            return 0
         if self.jobs.of_document(uri):
             return 0
         denoiser = self.kept_context(uri, backend)
@@ -309,6 +350,80 @@ class InfillLanguageServer(LanguageServer):
         finally:
             shown.cancel()
             progress.end()
+
+    async def review_when_quiet(self, uri: str, still_wanted: Callable[[], bool]) -> None:
+        """The review diagnostics of ``uri`` (lsp_server.review), after the idle refresh, while
+        ``still_wanted()`` (the document has not changed since the quiet began) and the setting
+        is on: rounds of windows, each round bounded by the pass budget; a round that a request
+        stopped goes on once that request has ended and the quiet has come again."""
+        while still_wanted() and self.settings.review:
+            if self.jobs.busy():
+                await asyncio.sleep(REVIEW_POLL_S)
+                continue
+            if await self.review_round(uri, still_wanted):
+                return
+            await asyncio.sleep(self.quiet_seconds)
+
+    async def review_round(self, uri: str, still_wanted: Callable[[], bool]) -> bool:
+        """Score the windows of ``uri`` still to be scored, nearest the last edit first, one at
+        a time in the worker thread, publishing after each; stops before a window once the
+        round has taken ``passBudget`` forward passes, and before any pass once the document
+        changes or a request comes in (what it scored of the text as it was is dropped). True
+        when nothing is left to do (or nothing can be done: no model, a language it does not
+        review)."""
+        from infill.options import FixOptions  # no torch: the engine is imported with the model
+
+        def current() -> TextDocument | None:
+            return self.workspace.text_documents.get(unquote(uri))
+
+        document = current()
+        language = self.language_of(document, uri) if document is not None else None
+        if document is None or language is None or not language.has_grammar:
+            return True
+        try:
+            backend = await self.load_backend()
+        except RequestFailed:  # said once already (window/showMessage)
+            return True
+        settings = self.settings
+        options = clamp_options(self, settings.infill_options(backend), backend)
+        fix_options = FixOptions.from_infill(options, threshold=settings.review_threshold)
+        budget, used = options.pass_budget, 0
+        document = current()
+        if document is None:
+            return True
+        text = document.source
+        loop = asyncio.get_running_loop()
+
+        def stop() -> bool:  # in the worker thread too, before each forward pass
+            return not still_wanted() or self.jobs.busy() or not self.settings.review
+
+        for window in self.reviews.windows(uri):
+            if stop():
+                logger.info("review of %s stopped: the document changed or a request came in", uri)
+                return False
+            if budget is not None and used >= budget:
+                logger.info("review of %s: the pass budget (%d) is spent; the rest after the next quiet",
+                            uri, budget)  # fmt: skip
+                return False
+            try:
+                work = partial(review.review_window, backend, text, *window, fix_options, stop, language)
+                found, passes = await loop.run_in_executor(self.model_executor, work)
+            except Cancelled:
+                logger.info("review of %s stopped: the document changed or a request came in", uri)
+                return False
+            except InputError as error:  # text no file could hold: nothing to review
+                logger.info("no review of %s: %s", uri, error)
+                return True
+            used += passes
+            document = current()
+            if stop() or document is None or document.source != text:
+                logger.info("review of %s: result dropped, the document changed", uri)
+                return False
+            if self.reviews.scored(uri, text, window, found):
+                logger.info("review of %s: characters %d-%d, %d finding(s), %d pass(es)", uri, *window,
+                            len(found), passes)  # fmt: skip
+                self.publish_diagnostics(uri)
+        return not self.reviews.pending(uri)
 
     async def load_backend(self) -> Any:
         """The model for the current settings, loaded in the worker thread on first use (and
@@ -516,7 +631,8 @@ def did_open(ls: InfillLanguageServer, params: types.DidOpenTextDocumentParams) 
     document = ls.workspace.text_documents.get(unquote(uri))
     if document is not None:  # opened again without a close: its alternatives may be of other text
         ls.alternatives.changed(uri, document.version, document.source)
-        ls.idle.opened(uri, document.source, ls.settings.idle_refresh)  # prepared when the model is in
+        ls.reviews.opened(uri, document.source)  # reviewed (setting `review`) after the quiet
+        ls.idle.opened(uri, document.source, ls.quiet_seconds)  # prepared when the model is in
     ls.publish_diagnostics(uri)
 
 
@@ -525,7 +641,11 @@ def did_change(ls: InfillLanguageServer, params: types.DidChangeTextDocumentPara
     document = ls.workspace.text_documents.get(unquote(uri))
     if document is not None:  # the alternatives follow an applied candidate, else are dropped
         ls.alternatives.changed(uri, document.version, document.source)
-        ls.idle.changed(uri, document.source, ls.settings.idle_refresh)
+        if ls.settings.review:  # findings of edited lines dropped, later ones moved
+            ls.reviews.changed(uri, document.source)
+        else:  # nothing to move: all of it is to be scored if review is turned on
+            ls.reviews.opened(uri, document.source)
+        ls.idle.changed(uri, document.source, ls.quiet_seconds)
     ls.publish_diagnostics(uri)
 
 
@@ -535,6 +655,7 @@ def did_close(ls: InfillLanguageServer, params: types.DidCloseTextDocumentParams
         job.cancel.set()  # nobody waits for this document's edits any more
     ls.alternatives.closed(uri)
     ls.idle.closed(uri)
+    ls.reviews.closed(uri)
     if ls.contexts is not None:
         ls.contexts.forget(uri)
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
@@ -552,7 +673,9 @@ def code_action(ls: InfillLanguageServer, params: types.CodeActionParams) -> lis
         raise JsonRpcInvalidParams(f"{uri}: {error}") from None
     only, version, encoding = params.context.only, document.version, ls.position_encoding
     edit_options = (encoding, ls.supports_document_changes, ls.supports_change_annotations)
-    ready = ls.alternatives.actions(uri, version, start, end, *edit_options)
+    shown = ls.shown_doubts(uri, text)  # review findings: their quick fixes
+    ready = review.quick_fixes(uri, version, text, shown, start, end, only, *edit_options[:2])
+    ready += ls.alternatives.actions(uri, version, start, end, *edit_options)
     alternatives = ls.settings.alternatives
     listed = actions.list_actions(
         uri, version, text, start, end, only, encoding, alternatives, ready, language
@@ -577,6 +700,12 @@ async def resolve_code_action(ls: InfillLanguageServer, action: types.CodeAction
     ls.check_current(data.uri, data.version, data.digest)
     text = document.source
     edit_options = (ls.position_encoding, ls.supports_document_changes, ls.supports_change_annotations)
+    if data.mode == actions.REVIEW:  # a review finding's quick fix: the model's text in its range
+        found = [d for d in ls.shown_doubts(data.uri, text) if (d.start, d.end) == (data.start, data.end)]
+        edit = found and review.replacement_edit(data.uri, data.version, text, found[0], *edit_options[:2])
+        if not edit:
+            raise JsonRpcContentModified("the review finding is gone: the document changed since the listing")
+        return attrs.evolve(action, edit=edit)
     if data.mode == actions.ALTERNATIVE and data.candidate is not None:
         try:
             return attrs.evolve(action, edit=ls.alternatives.edit(data, *edit_options))

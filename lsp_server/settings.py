@@ -39,6 +39,12 @@ section of the client's configuration (``workspace/configuration``,
                                            #   lsp_server.idle)
      "languages": ["python", "go"],        # the languages infill answers for (names of
                                            # infill.text.languages, or "text"); default: all
+     "review": false,                      # review diagnostics: the tokens the model doubts, as
+                                           #   hints, scored while the user is idle (lsp_server.review)
+     "reviewThreshold": 0.05,              # a token is doubted below this probability (default:
+                                           #   review mode's, infill.modes.review)
+     "reviewMaxPerFile": 20,               # at most this many review diagnostics a document, the
+                                           #   least likely first
      "endpoint": "http://gpu-box:8000",    # a team server (`infill serve`) runs the model instead:
                                            #   modelPath, device, dtype, quantize, threads and
                                            #   trustRemoteCode are then the server's ("": none)
@@ -62,7 +68,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infill.options import QUANTIZE_MODES
+from infill.options import QUANTIZE_MODES, FixOptions
 from infill.text.languages import LANGUAGES, TEXT, named
 from lsp_server.idle import IDLE_SECONDS
 
@@ -75,6 +81,11 @@ SECTION = "infill"
 """The configuration section the server asks the client for."""
 DEFAULT_REQUEST_TIMEOUT = 300.0
 """Seconds of model time one request may take unless ``requestTimeout`` says otherwise."""
+DEFAULT_REVIEW_THRESHOLD = FixOptions.threshold
+"""Review mode's threshold (infill.modes.review: fix mode's, `infill review --fix-threshold`,
+until issue 39's benchmark chooses one)."""
+DEFAULT_REVIEW_MAX = 20
+"""Review diagnostics a document gets at most (the least likely tokens first)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,9 @@ class Settings:
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT  # seconds; None: no bound
     idle_refresh: float = IDLE_SECONDS  # seconds of quiet before the kept context is refreshed; 0: never
     languages: tuple[str, ...] | None = None  # names of infill.text.languages (and "text"); None: all
+    review: bool = False  # review diagnostics (lsp_server.review)
+    review_threshold: float = DEFAULT_REVIEW_THRESHOLD
+    review_max_per_file: int = DEFAULT_REVIEW_MAX
     endpoint: str | None = None  # a team server's URL (infill.models.served); None: the model runs here
     token: str | None = None  # its bearer token
 
@@ -170,6 +184,11 @@ _KEYS = {
     ),
     "languages": ("languages", lambda v: _language_names(v) is not None,
                   f"a list of language names ({', '.join(NAMES)})"),
+    "review": ("review", lambda v: isinstance(v, bool), "true or false"),
+    "reviewThreshold": ("review_threshold", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and 0 <= v <= 1, "a probability from 0 to 1"),
+    "reviewMaxPerFile": ("review_max_per_file", lambda v: _is_int(v) and 1 <= v <= 10_000,
+                         "an integer from 1 to 10000"),
     "endpoint": ("endpoint", lambda v: isinstance(v, str) and _is_url_or_empty(v),
                  'an http(s)://HOST:PORT address, or "" for none'),
     "token": ("token", lambda v: isinstance(v, str), "a string"),
@@ -182,7 +201,8 @@ RENAMED = {  # a key's old name: its name now (issue 30: one name per setting, i
 }
 SERVER_ONLY = {  # the keys that name no field of infill.options: how the server loads and serves the model
     "modelPath", "device", "dtype", "trustRemoteCode", "quantize", "threads", "alternatives",
-    "requestTimeout", "idleRefresh", "languages", "endpoint", "token",
+    "requestTimeout", "idleRefresh", "languages", "review", "reviewThreshold", "reviewMaxPerFile",
+    "endpoint", "token",
 }  # fmt: skip
 
 
@@ -204,7 +224,7 @@ def parse_settings(
             continue
         if check(value):
             values[field] = float(value) if field == "temperature" else value
-            if field == "idle_refresh":
+            if field in ("idle_refresh", "review_threshold"):
                 values[field] = float(value)
             if field == "request_timeout":
                 values[field] = float(value) or None  # 0: no bound

@@ -6,7 +6,8 @@ workspace edit and writes the file. The file must change only inside the selecti
 
 tests/editors/nvim/command.lua: the plugin's commands (:InfillFill, :InfillFix, :InfillDoc,
 :InfillAlternatives) on a linewise (`V`) or charwise (`v`) selection or at the cursor, as a user
-runs them (the shipped model for the issue's linewise case, tiny ones for the rest).
+runs them (the shipped model for the issue's linewise case and for the review hints, whose quick
+fix :InfillFix applies; tiny models for the rest).
 
 Neovim must be installed (`apt-get install -y neovim`; .ci/run does): without it these tests
 skip with a loud reason, or fail when CI is set, so that a missing install step in CI cannot
@@ -267,6 +268,34 @@ def test_infill_fix_at_the_cursor_takes_the_quick_fix(nvim, tmp_path, contrarian
     assert written.startswith("".join(line + "\n" for line in old_lines[:10]))
     assert written.endswith("\n" + "\n".join(old_lines[11:]))
     assert written != original
+
+
+REVIEWED = [  # an injected bug: "-=" where the total adds up
+    "def total_price(items, tax):",
+    "    subtotal = 0",
+    "    for item in items:",
+    "        subtotal -= item.price * item.count",
+    "    return subtotal * (1 + tax)",
+]
+
+
+def test_review_hints_show_and_infill_fix_there_applies_the_quick_fix(nvim, tmp_path):
+    """With `review` on, the server scores the file (the shipped model) once it is quiet and
+    publishes hints; :InfillFix at one of them applies its quick fix: the model's text in its
+    range, nothing else."""
+    init = {"review": True, "reviewThreshold": 0.05, "idleRefresh": 0.2}
+    report, original, written = run_command(
+        nvim, tmp_path, None, REVIEWED, "InfillFix", "diagnostic:-=", init, diagnostics=True
+    )
+    shown = report["diagnostics"]
+    assert shown and all(d["source"] == "infill" for d in shown)
+    assert all(d["message"].startswith("infill expected") for d in shown)
+    assert all(d["severity"] == 4 and d["code"] == "review" for d in shown)  # vim.diagnostic.severity.HINT
+    [bug] = [d for d in shown if (d["lnum"], d["col"], d["end_col"]) == (3, 17, 19)]  # "-=" on line 4
+    assert report["last"]["title"].startswith("Infill: replace `-=` with ")
+    expected = bug["message"].split("`")[1]
+    line = REVIEWED[3]
+    assert written == original.replace(line, line[:17] + expected + line[19:]), written
 
 
 def test_infill_fix_linewise_selection(nvim, tmp_path, contrarian_model):

@@ -9,6 +9,10 @@ server's default) for the fill and applies it; the driver saves the file. This t
 the file: only the selected lines changed, the lines around them and the line breaks are kept,
 and no special token (``<mask>``, ``<null>``, ...) got in.
 
+A third run turns ``infill.review`` on: the driver waits for the server's review hints in VS
+Code's diagnostics, lists the light bulb's quick fixes at the one over an injected bug and runs
+"Infill: Fix" there; only the hint's range may change, into the text its message names.
+
 What it needs, installed by ``editors/vscode/scripts/setup-e2e.sh`` (``.ci/run`` calls it):
 Node 24 and code-server 4.139.1 under editors/vscode/.e2e-cache/, Debian's ``chromium``, and
 the built .vsix files. Without them the test skips with the reason, unless ``CI`` is set: then
@@ -117,24 +121,18 @@ CASES = {  # file name -> (its text, the first and last line selected, 0-based, 
 }
 
 
-@pytest.mark.parametrize("file_name", list(CASES))
-def test_fill_selection_in_vscode(tmp_path: pathlib.Path, file_name: str) -> None:
+def run_workbench(tmp_path: pathlib.Path, file_name: str, source: str, spec: dict, user_settings: dict):
+    """Serve a workspace holding ``file_name`` (``source``) and ``spec`` for the driver, open it
+    in the workbench and wait for the driver's result; the outcome (with the driver's result
+    under "driver"), the server's log, and what to show when an assertion fails."""
     tools = prerequisites()
-    source, first, last = CASES[file_name]
     workspace = tmp_path / "workspace"
     (workspace / ".infill-e2e").mkdir(parents=True)
     target = workspace / file_name
     target.write_bytes(source.encode())
-    lines = source.splitlines(keepends=True)
     result = workspace / ".infill-e2e" / "result.json"
-    spec = {
-        "file": target.name,
-        "startLine": first,
-        "endLine": last,
-        "linesAfter": source.count("\n") + 1 - (last + 1),  # VS Code's lineCount after the selection
-        "result": str(result),
-    }
-    (workspace / ".infill-e2e" / "spec.json").write_text(json.dumps(spec))
+    (workspace / ".infill-e2e" / "spec.json").write_text(json.dumps({"file": file_name, **spec,
+                                                                      "result": str(result)}))  # fmt: skip
     settings = tmp_path / "settings.json"
     server_log = tmp_path / "infill-lsp.log"
     settings.write_text(
@@ -145,6 +143,7 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path, file_name: str) -> Non
                 "infill.inlineCompletion": False,  # no ghost text racing the fill for the model
                 "editor.inlineSuggest.enabled": False,
                 "files.autoSave": "off",
+                **user_settings,
             }
         )
     )
@@ -175,14 +174,26 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path, file_name: str) -> Non
     context = f"run.mjs exit {run.returncode} in {seconds:.1f} s\n{report}\n{run.stderr[-3000:]}\n{log_tail}"
     driver_times = outcome.get("driver", {}).get("times")
     print(f"VS Code end to end: {seconds:.1f} s; phases (s): {outcome.get('times')}; driver: {driver_times}")
-    if screenshot.exists() and os.environ.get("INFILL_E2E_SCREENSHOT"):
+    if screenshot.exists() and os.environ.get("INFILL_E2E_SCREENSHOT") and spec.get("mode") != "review":
         shutil.copyfile(screenshot, os.environ["INFILL_E2E_SCREENSHOT"])
     assert run.returncode == 0 and outcome.get("ok"), context
-    driver = outcome["driver"]
     assert screenshot.exists() and screenshot.stat().st_size > 10_000, "no screenshot of the workbench"
-
     # The extension started the real server, which loaded the shipped model (its default).
     assert "loaded the model shipped with infill" in lsp_log, log_tail
+    return outcome, target, log_tail
+
+
+@pytest.mark.parametrize("file_name", list(CASES))
+def test_fill_selection_in_vscode(tmp_path: pathlib.Path, file_name: str) -> None:
+    source, first, last = CASES[file_name]
+    lines = source.splitlines(keepends=True)
+    spec = {
+        "startLine": first,
+        "endLine": last,
+        "linesAfter": source.count("\n") + 1 - (last + 1),  # VS Code's lineCount after the selection
+    }
+    outcome, target, log_tail = run_workbench(tmp_path, file_name, source, spec, {})
+    driver = outcome["driver"]
     # The light-bulb menu offers the server's actions for the selection.
     assert "Infill: fill selection" in driver["lightBulb"], driver
     # The command ran the fill through the server and applied it (or the model wrote the same text).
@@ -204,3 +215,36 @@ def test_fill_selection_in_vscode(tmp_path: pathlib.Path, file_name: str) -> Non
         assert token not in after, f"special token {token} in the file:\n{after}"
     if command_result["applied"]:
         assert filled != "".join(lines[first : last + 1]), "an edit was applied but the text is the same"
+
+
+REVIEWED = """\
+def total_price(items, tax):
+    subtotal = 0
+    for item in items:
+        subtotal -= item.price * item.count
+    return subtotal * (1 + tax)
+"""  # an injected bug: "-=" where the total adds up
+
+
+def test_review_hint_and_its_quick_fix_in_vscode(tmp_path: pathlib.Path) -> None:
+    """With ``infill.review`` on, the server's review hints reach VS Code's diagnostics (source
+    infill, severity Hint); the light bulb there offers the quick fix, and "Infill: Fix" at the
+    hint applies it: the model's text in the hint's range, every other byte kept."""
+    spec = {"mode": "review", "needle": "-=", "waitSeconds": 150}
+    review = {"infill.review": True, "infill.reviewThreshold": 0.05, "infill.idleRefresh": 0.2}
+    outcome, target, log_tail = run_workbench(tmp_path, "bill.py", REVIEWED, spec, review)
+    driver = outcome["driver"]
+    shown = driver["diagnostics"]
+    assert shown and all(d["source"] == "infill" for d in shown)
+    assert all(d["message"].startswith("infill expected") for d in shown)
+    assert all(d["severity"] == 3 for d in shown), shown  # vscode.DiagnosticSeverity.Hint
+    bug = driver["target"]
+    assert bug["text"] == "-=" and bug["range"][0] == bug["range"][2] == 3, bug
+    replace = [title for title in driver["lightBulb"] if title.startswith("Infill: replace `-=` with ")]
+    assert replace and "Infill: fix line 4" in driver["lightBulb"], driver["lightBulb"]
+    assert driver["command"]["title"] == replace[0] and driver["command"]["applied"], driver
+    assert driver["saved"] and not driver["dirty"], driver
+    expected = bug["message"].split("`")[1]
+    line, start, end = bug["range"][0], bug["range"][1], bug["range"][3]
+    old = REVIEWED.split("\n")[line]
+    assert target.read_text() == REVIEWED.replace(old, old[:start] + expected + old[end:]), log_tail

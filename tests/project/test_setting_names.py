@@ -29,6 +29,8 @@ CLI_NAMED_OTHERWISE = {  # server-only keys whose CLI flag (if any) is another s
     "requestTimeout": "--timeout",  # not the same setting: a deadline for the whole command
     "idleRefresh": None,  # the server's kept context only
     "languages": None,  # --language is the file's language, not the languages served
+    "reviewThreshold": "--fix-threshold",  # `infill review`'s threshold is fix mode's flag
+    "reviewMaxPerFile": None,  # the diagnostics an editor shows; `infill review` lists them all
     "endpoint": "--server",  # issue 38 names both: `infill FILE --server URL`, the setting `endpoint`
     "token": "--token-file",  # a token on the command line would show in `ps`: the CLI reads a file
 }

@@ -28,6 +28,9 @@ export const SERVER_SETTINGS = [
     'idleRefresh',
     'languages',
     'protocol',
+    'review',
+    'reviewThreshold',
+    'reviewMaxPerFile',
     'endpoint',
     'token',
 ] as const;

@@ -124,6 +124,13 @@ describe('serverSettings', () => {
         });
     });
 
+    it('passes the review settings, false included', () => {
+        assert.deepEqual(serverSettings({ review: false, reviewThreshold: 0.01, reviewMaxPerFile: null }), {
+            review: false,
+            reviewThreshold: 0.01,
+        });
+    });
+
     it('treats an empty or blank string as unset and trims paths', () => {
         assert.deepEqual(serverSettings({ modelPath: '', device: '  ', dtype: ' bfloat16 ' }), { dtype: 'bfloat16' });
     });
@@ -144,6 +151,7 @@ describe('serverSettings', () => {
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'retries',
             'tokenEdits', 'freshFills', 'passBudget', 'recall', 'threads', 'device', 'dtype',
             'trustRemoteCode', 'quantize', 'requestTimeout', 'idleRefresh', 'languages', 'protocol',
+            'review', 'reviewThreshold', 'reviewMaxPerFile',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {

@@ -8,9 +8,11 @@
 --   INFILL_SELECT    where: "cursor:L:C" (the cursor on line L, byte column C), "lines:L1-L2"
 --                    (a linewise selection, `V`), "chars:L1:C1-L2:C2" (a charwise selection,
 --                    `v`, from byte column C1 of line L1 to C2 of L2, both included); lines are
---                    1-based, columns 0-based; a selection runs the command as :'<,'>COMMAND
+--                    1-based, columns 0-based; a selection runs the command as :'<,'>COMMAND;
+--                    "diagnostic:TEXT" (the cursor at the start of the diagnostic over TEXT)
 --   INFILL_PICK      for a menu (vim.ui.select, :InfillAlternatives): the item to choose (1-based)
---   INFILL_WAIT_DIAGNOSTICS  if set, wait for the server's diagnostics first
+--   INFILL_WAIT_DIAGNOSTICS  if set, wait for the server's diagnostics first (they go in the
+--                    report: lnum, col, end_lnum, end_col, severity, source, message, code)
 --
 -- Waits until the command has finished (the plugin's `busy` flag), writes the buffer and quits:
 -- exit status 0 when the command reports success, 1 otherwise (the report says why), 3 if the
@@ -29,9 +31,19 @@ local function check(condition, message)
   return condition
 end
 
-local function select(spec)
+local function select(spec, buf)
   local kind, rest = spec:match('^(%a+):(.*)$')
-  check(kind, 'INFILL_SELECT must be cursor:..., lines:... or chars:...')
+  check(kind, 'INFILL_SELECT must be cursor:..., lines:..., chars:... or diagnostic:...')
+  if kind == 'diagnostic' then
+    for _, d in ipairs(vim.diagnostic.get(buf)) do
+      local line = vim.api.nvim_buf_get_lines(buf, d.lnum, d.lnum + 1, false)[1] or ''
+      if d.lnum == d.end_lnum and line:sub(d.col + 1, d.end_col) == rest then
+        vim.api.nvim_win_set_cursor(0, { d.lnum + 1, d.col })
+        return ''
+      end
+    end
+    error('no diagnostic over ' .. rest, 0)
+  end
   if kind == 'cursor' then
     local line, col = rest:match('^(%d+):(%d+)$')
     vim.api.nvim_win_set_cursor(0, { tonumber(line), tonumber(col) })
@@ -66,7 +78,12 @@ local function main()
   check(vim.wait(60000, function() return client.initialized end, 20), 'the server never initialized')
   step('initialized')
   if os.getenv('INFILL_WAIT_DIAGNOSTICS') then
-    check(vim.wait(30000, function() return #vim.diagnostic.get(buf) > 0 end, 20), 'no diagnostics')
+    check(vim.wait(150000, function() return #vim.diagnostic.get(buf) > 0 end, 20), 'no diagnostics')
+    report.diagnostics = vim.tbl_map(function(d)
+      local lsp = (d.user_data or {}).lsp or {}
+      return { lnum = d.lnum, col = d.col, end_lnum = d.end_lnum, end_col = d.end_col, severity = d.severity,
+               source = d.source, message = d.message, code = d.code or lsp.code }
+    end, vim.diagnostic.get(buf))
     step('diagnostics')
   end
 
@@ -76,7 +93,7 @@ local function main()
     on_choice(items[pick], pick)
   end
 
-  local range = select(check(os.getenv('INFILL_SELECT'), 'INFILL_SELECT is not set'))
+  local range = select(check(os.getenv('INFILL_SELECT'), 'INFILL_SELECT is not set'), buf)
   vim.cmd(range .. check(os.getenv('INFILL_COMMAND'), 'INFILL_COMMAND is not set'))
   step('ran')
   check(vim.wait(180000, function() return not infill.busy and infill.last ~= nil end, 20), 'no answer')

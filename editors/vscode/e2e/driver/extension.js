@@ -6,12 +6,60 @@
 // spec.json: {"file": "a.py", "startLine": 5, "endLine": 6, "result": "/abs/result.json"}
 // (0-based lines, inclusive; the selection runs from column 0 of startLine to column 0 of the
 // line after endLine, as a linewise selection does).
+//
+// With "mode": "review" (and "needle": "-=", "waitSeconds": 150) the driver instead waits for
+// the server's review diagnostics (source "infill", code "review"), puts the cursor at the start
+// of the one over `needle`, lists the light bulb's quick fixes there and runs the extension's
+// "fix" command (which takes the preferred quick fix), then saves.
 
 const fs = require('fs');
 const path = require('path');
 const vscode = require('vscode');
 
 const SPEC = path.join('.infill-e2e', 'spec.json');
+
+function sleep(ms) {
+    return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function codeOf(diagnostic) {
+    const code = diagnostic.code;
+    return code !== null && typeof code === 'object' ? String(code.value) : String(code);
+}
+
+/** Wait for the review diagnostics of `uri`; put the cursor on the one over `spec.needle`; fix it. */
+async function review(spec, uri, document, editor, result, mark) {
+    const deadline = Date.now() + 1000 * (spec.waitSeconds || 150);
+    const ours = () =>
+        vscode.languages.getDiagnostics(uri).filter((d) => d.source === 'infill' && codeOf(d) === 'review');
+    while (ours().length === 0) {
+        if (Date.now() > deadline) {
+            throw new Error(`no review diagnostics after ${spec.waitSeconds || 150} s`);
+        }
+        await sleep(250);
+    }
+    mark('diagnostics');
+    const shown = ours();
+    result.diagnostics = shown.map((d) => ({
+        message: d.message,
+        severity: d.severity,
+        code: codeOf(d),
+        source: d.source,
+        range: [d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character],
+        text: document.getText(d.range),
+    }));
+    const target = shown.find((d) => document.getText(d.range) === spec.needle);
+    if (!target) {
+        throw new Error(`no review diagnostic over ${JSON.stringify(spec.needle)}`);
+    }
+    result.target = result.diagnostics[shown.indexOf(target)];
+    editor.selection = new vscode.Selection(target.range.start, target.range.start);
+    const actions = await vscode.commands.executeCommand('vscode.executeCodeActionProvider', uri, target.range);
+    result.lightBulb = (actions || []).map((action) => action.title);
+    mark('listed');
+    result.command = await vscode.commands.executeCommand('infill.fix');
+    mark('fixed');
+}
 
 async function activate() {
     const folder = vscode.workspace.workspaceFolders && vscode.workspace.workspaceFolders[0];
@@ -34,21 +82,14 @@ async function activate() {
         }
         await infill.activate(); // starts infill-lsp
         mark('activated');
-        const selection = new vscode.Selection(spec.startLine, 0, spec.endLine + 1, 0);
-        editor.selection = selection;
-        editor.revealRange(selection, vscode.TextEditorRevealType.InCenter);
-        // What the light-bulb menu offers here (the client's code action provider).
-        const actions = await vscode.commands.executeCommand('vscode.executeCodeActionProvider', uri, selection);
-        result.lightBulb = (actions || []).map((action) => action.title);
-        mark('listed');
-        result.command = await vscode.commands.executeCommand('infill.fillSelection');
-        mark('filled');
-        result.saved = await document.save();
-        result.dirty = document.isDirty;
-        mark('saved');
-        // Show what was filled: select it (the lines from startLine to where the old suffix begins).
-        const lines = document.lineCount - spec.linesAfter;
-        editor.selection = new vscode.Selection(spec.startLine, 0, Math.max(spec.startLine, lines), 0);
+        if (spec.mode === 'review') {
+            await review(spec, uri, document, editor, result, mark);
+            result.saved = await document.save();
+            result.dirty = document.isDirty;
+            mark('saved');
+        } else {
+            await fill(spec, uri, document, editor, result, mark);
+        }
         result.ok = true;
     } catch (error) {
         result.error = String((error && error.stack) || error);
@@ -56,6 +97,25 @@ async function activate() {
     const temporary = `${spec.result}.part`;
     fs.writeFileSync(temporary, JSON.stringify(result, null, 2));
     fs.renameSync(temporary, spec.result);
+}
+
+/** Select whole lines, run "fill selection", save, and select what was filled. */
+async function fill(spec, uri, document, editor, result, mark) {
+    const selection = new vscode.Selection(spec.startLine, 0, spec.endLine + 1, 0);
+    editor.selection = selection;
+    editor.revealRange(selection, vscode.TextEditorRevealType.InCenter);
+    // What the light-bulb menu offers here (the client's code action provider).
+    const actions = await vscode.commands.executeCommand('vscode.executeCodeActionProvider', uri, selection);
+    result.lightBulb = (actions || []).map((action) => action.title);
+    mark('listed');
+    result.command = await vscode.commands.executeCommand('infill.fillSelection');
+    mark('filled');
+    result.saved = await document.save();
+    result.dirty = document.isDirty;
+    mark('saved');
+    // Show what was filled: select it (the lines from startLine to where the old suffix begins).
+    const lines = document.lineCount - spec.linesAfter;
+    editor.selection = new vscode.Selection(spec.startLine, 0, Math.max(spec.startLine, lines), 0);
 }
 
 function deactivate() {}
