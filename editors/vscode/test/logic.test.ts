@@ -151,7 +151,7 @@ describe('serverSettings', () => {
             'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'retries',
             'tokenEdits', 'freshFills', 'passBudget', 'recall', 'threads', 'device', 'dtype',
             'trustRemoteCode', 'quantize', 'requestTimeout', 'idleRefresh', 'languages', 'protocol',
-            'review', 'reviewThreshold', 'reviewMaxPerFile',
+            'review', 'reviewThreshold', 'reviewMaxPerFile', 'endpoint', 'token',
         ];
         assert.deepEqual([...SERVER_SETTINGS].sort(), expected.sort());
         for (const key of CLIENT_SETTINGS) {
