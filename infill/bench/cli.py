@@ -34,7 +34,8 @@ infill-bench drift [--model DIR] [--tasks 100] [--seed 0] [--json PATH]
     the share of fills identical to the exact one, exact matches, positions computed.
 
 infill-bench serve [--clients 1,2,4,8,16] [--seconds 30] [--soak SECONDS] [--soak-clients 8]
-                   [--url URL --token T] [--threads 2] [--json PATH] [--plot PATH]
+                   [--url URL --token T | --in-process [--shapes dream-7b]] [--threads 2]
+                   [--json PATH] [--plot PATH]
     A team server (`infill serve`, started here unless --url names one) under N editors at
     once, each asking for the next one-line fill of a held-out file when its last one came
     back: fills/s, latency p50/p95/p99, rows per forward pass, failures and the replica's
@@ -317,22 +318,60 @@ def loading(args: argparse.Namespace) -> dict:
 
 def serve(args: argparse.Namespace) -> dict | None:
     """A team server under load: fills/s and latency by clients, then the soak (infill.bench.serve)."""
-    from infill.bench.serve import bench_serve, plot
+    from infill.bench import serve as bench
 
     clients = [int(part) for part in args.clients.split(",")]
     if not clients or min(clients) < 1 or args.seconds <= 0 or args.soak < 0 or args.soak_clients < 1:
         print("infill-bench serve: --clients are counts of 1 or more, --seconds above 0", file=sys.stderr)
         return None
-    log = Path(tempfile.gettempdir()) / "infill-bench-serve.log"
+    server = None
     try:
-        result = bench_serve(clients, args.seconds, args.soak, args.soak_clients, args.url, args.token,
-                             args.threads or 2, str(args.model) if args.model else None, log)  # fmt: skip
+        if args.in_process:
+            target, where = in_process_target(args), "in-process batching driver"
+        elif args.url:
+            target, where = bench.HttpTarget(args.url, bench.bearer(args.token)), args.url
+        else:
+            log = Path(tempfile.gettempdir()) / "infill-bench-serve.log"
+            server = bench.LocalServer(args.threads or 2, str(args.model) if args.model else None, log)
+            print(f"infill-bench serve: starting `infill serve` on {server.url} (log: {log})",
+                  file=sys.stderr)  # fmt: skip
+            server.wait()
+            target, where = bench.HttpTarget(server.url, {}), f"infill serve --threads {args.threads or 2}"
+        result = bench.bench_serve(target, clients, args.seconds, args.soak, args.soak_clients, where)
     except RuntimeError as error:
         print(f"infill-bench serve: {error}", file=sys.stderr)
         return None
+    finally:
+        if server is not None:
+            server.stop()
+        if args.in_process and "target" in locals():
+            target.close()
     if args.plot:
-        plot(result, args.plot)
+        bench.plot(result, args.plot)
     return result
+
+
+def in_process_target(args: argparse.Namespace):
+    """--in-process: the batching driver over the model (or the --shapes shape, random weights)."""
+    from infill.bench import serve as bench
+    from infill.models import load
+
+    if args.shapes != ["open-dcoder-0.5b"] or args.tiny:  # a shape asked for: random weights
+        import torch
+
+        from infill.bench.shapes import random_denoiser
+
+        name = args.shapes[0] + ("-tiny" if args.tiny else "")
+        device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto"
+                              and torch.cuda.is_available()) else "cpu")  # fmt: skip
+        dtype = torch.bfloat16 if args.dtype in ("auto", "bfloat16") else getattr(torch, args.dtype)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        denoiser = random_denoiser(name, device, dtype, args.quantize)
+        return bench.DriverTarget(denoiser, bench.random_weight_options())
+    denoiser = load(str(args.model) if args.model else None, args.device, args.dtype, threads=args.threads,
+                    quantize=args.quantize)  # fmt: skip
+    return bench.DriverTarget(denoiser)
 
 
 def pass_counts(text: str) -> tuple[int, ...]:
@@ -443,6 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve: then run --soak-clients clients this long, sampling the memory")
     parser.add_argument("--soak-clients", type=int, default=8, help="serve: clients of the soak (default 8)")
     parser.add_argument("--url", default=None, help="serve: a running team server (default: start one here)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="serve: the batching driver in this process, no HTTP or Ray (with --shapes "
+                        "NAME: that shape with random weights)")  # fmt: skip
     parser.add_argument("--token", default=None, help="serve: its bearer token")
     parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
     return parser

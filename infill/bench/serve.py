@@ -2,21 +2,29 @@
 
     infill-bench serve [--clients 1,2,4,8,16] [--seconds 30] [--soak SECONDS] [--soak-clients 8]
                        [--url URL --token T | --threads 2 --model DIR] [--json PATH] [--plot PNG]
+    infill-bench serve --in-process [--shapes dream-7b] [--device cuda --dtype bfloat16] ...
 
 Each client is an editor that asks for the next fill as soon as the last one came back (a closed
 loop): a one-line fill (`POST /v1/infill`, mode fill, greedy) of the next code line of a
 held-out file of 200 lines or more (infill.bench.tasks: never trained on), its lines taken in
 turn. Every level runs for `--seconds` after one warm-up fill; for each it prints the fills
-answered per second, latency percentiles (p50, p95, p99), the rows and requests each forward
-pass carried (the server's /metrics, before and after the level), failed requests, and the
-replica's resident memory (/metrics `process_resident_memory_bytes`), and each level's
-throughput and p50 against one client's. `--soak` then runs `--soak-clients` clients for that
-many seconds and samples the memory every few seconds: its value after the first minute and at
-the end, and the failures.
+answered per second, latency percentiles (p50, p95, p99), the rows each forward pass carried
+and the share of passes shared by several requests (the server's /metrics, before and after the
+level), failed requests, and the replica's resident memory (/metrics
+`process_resident_memory_bytes`), and each level's throughput and p50 against one client's.
+`--soak` then runs `--soak-clients` clients for that many seconds and samples the memory every
+few seconds: its value after the first minute and at the end, and the failures.
 
 Without `--url` it starts `infill serve` itself on a free port of 127.0.0.1 (one replica, the
 shipped model or `--model`, `--threads` torch threads) and stops it at the end. Traffic goes to
 that one address only; every loop is bounded by its time.
+
+`--in-process` measures the batching core alone, without HTTP or Ray (a machine without them: a
+lent GPU): the replica's batching driver (infill.engine.batching) in this process, each client
+a thread that submits its fill and waits for it, the counters read from the driver itself. With
+`--shapes NAME` the model is that published shape with random weights (infill.bench.shapes: the
+real sizes without their weights); random weights never settle, so each fill runs its step cap
+(8 passes here), without syntax retries or recall.
 """
 
 from __future__ import annotations
@@ -32,8 +40,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import httpx
+from typing import Any
 
 from infill.bench.tasks import code_lines, heldout_sources
 
@@ -95,17 +102,18 @@ def long_heldout_file() -> tuple[str, str]:
     raise RuntimeError(f"no held-out file of {MIN_LINES} lines or more (infill.train.corpus)")
 
 
-def read_metrics(client: httpx.Client) -> dict[str, float]:
-    """The server's /metrics as {"name{labels}": value}; {} if it does not answer them."""
-    reply = client.get("/metrics")
-    if reply.status_code != 200:
-        return {}
-    values = {}
-    for line in reply.text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
+def random_weight_options() -> Any:
+    """A fill on random weights (`--shapes`): they never settle, so it runs its step cap (8
+    passes); no syntax retries, token edits, fresh fills or recall (random text breaks the syntax
+    every time), as infill-bench shapes fills."""
+    from infill.options import InfillOptions, SamplerConfig
+
+    return InfillOptions(sampler=SamplerConfig(steps=8), retries=0, token_edits=0, fresh_fills=0,
+                         recall=False)  # fmt: skip
+
+
+def bearer(token: str | None) -> dict:
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def memory_mib(values: dict[str, float]) -> float | None:
@@ -113,11 +121,95 @@ def memory_mib(values: dict[str, float]) -> float | None:
     return None if found is None else found / 2**20
 
 
-class Load:
-    """`clients` threads, each posting the next body as soon as its last one was answered."""
+class HttpTarget:
+    """A team server over HTTP: POST /v1/infill, GET /metrics (one connection per client thread)."""
 
-    def __init__(self, url: str, headers: dict, bodies: list[dict], clients: int) -> None:
-        self.url, self.headers, self.bodies, self.clients = url, headers, bodies, clients
+    def __init__(self, url: str, headers: dict) -> None:
+        import httpx
+
+        self.url, self.headers, self.httpx = url, headers, httpx
+        self.local = threading.local()
+
+    def client(self) -> Any:
+        if not hasattr(self.local, "client"):
+            self.local.client = self.httpx.Client(base_url=self.url, headers=self.headers, timeout=300)
+        return self.local.client
+
+    def ask(self, body: dict) -> str | None:
+        """None if the fill was answered, else what went wrong."""
+        try:
+            reply = self.client().post("/v1/infill", json=body)
+        except self.httpx.HTTPError as error:
+            return f"{type(error).__name__}: {error}"
+        return None if reply.status_code == 200 else f"{reply.status_code}: {reply.text[:200]}"
+
+    def metrics(self) -> dict[str, float]:
+        """The server's /metrics as {"name{labels}": value}; {} if it does not answer them."""
+        reply = self.client().get("/metrics")
+        if reply.status_code != 200:
+            return {}
+        values = {}
+        for line in reply.text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+        return values
+
+
+class DriverTarget:
+    """The batching driver in this process (no HTTP, no Ray): each body a FillRequest submitted
+    to it; the counters are the driver's own, under /metrics' names."""
+
+    def __init__(self, denoiser: Any, options: Any = None) -> None:
+        from infill.engine.batching import BatchingDriver
+
+        self.denoiser, self.options = denoiser, options
+        self.driver = BatchingDriver(denoiser).start()
+
+    def ask(self, body: dict) -> str | None:
+        from infill.engine.pipeline import Hooks
+        from infill.modes import FillRequest
+        from infill.options import InfillOptions
+        from infill.text.document import document_from_bytes
+        from infill.text.spans import line_span
+
+        document = document_from_bytes(body["text"].encode("utf-8"))
+        line = body["spans"][0]["lines"]
+        options = self.options or InfillOptions()
+        request = FillRequest(document, [line_span(document.text, line, line)], options)
+        try:
+            self.driver.submit(request, Hooks()).future.result()
+        except Exception as error:  # the fill's own failure: counted, the load goes on
+            return f"{type(error).__name__}: {error}"
+        return None
+
+    def metrics(self) -> dict[str, float]:
+        """The driver's counters as /metrics names them, and the memory: this process's resident
+        memory on the CPU, the device's allocation on a GPU."""
+        import torch
+
+        from infill.bench.shapes import resident_mib
+
+        stats = self.driver.stats()
+        device = getattr(self.denoiser, "device", None)
+        memory = resident_mib(device if device is not None else torch.device("cpu"))
+        return {
+            "infill_forward_passes_total": stats.passes,
+            "infill_forward_rows_total": stats.rows,
+            "infill_forward_shared_passes_total": stats.shared_passes,
+            "infill_forward_seconds_total": stats.forward_seconds,
+            "process_resident_memory_bytes": memory * 2**20,
+        }
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+class Load:
+    """`clients` threads, each asking for the next body as soon as its last one was answered."""
+
+    def __init__(self, target: Any, bodies: list[dict], clients: int) -> None:
+        self.target, self.bodies, self.clients = target, bodies, clients
         self.latencies: list[float] = []
         self.failed: list[str] = []
         self.lock = threading.Lock()
@@ -129,21 +221,16 @@ class Load:
             return self.bodies[self.turn % len(self.bodies)]
 
     def client(self, until: float) -> None:
-        with httpx.Client(base_url=self.url, headers=self.headers, timeout=300) as http:
-            while time.monotonic() < until:
-                body = self.next_body()
-                started = time.perf_counter()
-                try:
-                    reply = http.post("/v1/infill", json=body)
-                    outcome = None if reply.status_code == 200 else f"{reply.status_code}: {reply.text[:200]}"
-                except httpx.HTTPError as error:
-                    outcome = f"{type(error).__name__}: {error}"
-                seconds = time.perf_counter() - started
-                with self.lock:
-                    if outcome is None:
-                        self.latencies.append(seconds)
-                    else:
-                        self.failed.append(outcome)
+        while time.monotonic() < until:
+            body = self.next_body()
+            started = time.perf_counter()
+            outcome = self.target.ask(body)
+            seconds = time.perf_counter() - started
+            with self.lock:
+                if outcome is None:
+                    self.latencies.append(seconds)
+                else:
+                    self.failed.append(outcome)
 
     def run(self, seconds: float, on_tick=None) -> float:
         """Run every client for `seconds` (each finishes its last request); wall seconds taken.
@@ -169,12 +256,12 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def run_level(url: str, headers: dict, bodies: list[dict], clients: int, seconds: float) -> Level:
-    with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-        before = read_metrics(http)
-        load = Load(url, headers, bodies, clients)
-        wall = load.run(seconds)
-        after = read_metrics(http)
+def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> Level:
+    before = target.metrics()
+    load = Load(target, bodies, clients)
+    wall = load.run(seconds)
+    after = target.metrics()
+
     def grown(name: str) -> float:
         return after.get(name, 0.0) - before.get(name, 0.0)
 
@@ -197,20 +284,18 @@ def run_level(url: str, headers: dict, bodies: list[dict], clients: int, seconds
     )
 
 
-def run_soak(url: str, headers: dict, bodies: list[dict], clients: int, seconds: float) -> Soak:
+def run_soak(target: Any, bodies: list[dict], clients: int, seconds: float) -> Soak:
     samples: list[tuple[float, float]] = []
-    http = httpx.Client(base_url=url, headers=headers, timeout=60)
 
     def sample(elapsed: float) -> None:
-        found = memory_mib(read_metrics(http))
+        found = memory_mib(target.metrics())
         if found is not None:
             samples.append((round(elapsed, 1), round(found, 1)))
 
-    load = Load(url, headers, bodies, clients)
+    load = Load(target, bodies, clients)
     sample(0.0)
     wall = load.run(seconds, on_tick=sample)
     sample(wall)
-    http.close()
     after_minute = next((mib for at, mib in samples if at >= 60), None)
     return Soak(clients, wall, len(load.latencies), len(load.failed), samples, after_minute,
                 samples[-1][1] if samples else None)  # fmt: skip
@@ -240,6 +325,8 @@ class LocalServer:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait(self) -> None:
+        import httpx
+
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -267,48 +354,38 @@ class LocalServer:
 # --------------------------------------------------------------------------- the run
 
 
-def bench_serve(clients: list[int], seconds: float, soak: float, soak_clients: int, url: str | None,
-                token: str | None, threads: int, model: str | None, log: Path) -> dict:  # fmt: skip
-    """Every level of `clients`, then the soak; the results as a dict (printed as they come)."""
-    server = None
-    if url is None:
-        server = LocalServer(threads, model, log)
-        print(f"infill-bench serve: starting `infill serve` on {server.url} (log: {log})", file=sys.stderr)
-        server.wait()
-        url = server.url
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+def bench_serve(target: Any, clients: list[int], seconds: float, soak: float = 0.0, soak_clients: int = 8,
+                where: str = "") -> dict:  # fmt: skip
+    """Every level of `clients` against `target` (HttpTarget, DriverTarget), then the soak; the
+    results as a dict (each level printed as it ends)."""
     bodies = fill_bodies()
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=300) as http:
-            http.post("/v1/infill", json=bodies[0]).raise_for_status()  # warm up
-        levels = []
-        print(f"{'clients':>7} {'fills/s':>8} {'x1':>6} {'p50 s':>7} {'x1':>6} {'p95 s':>7} {'p99 s':>7} "
-              f"{'rows/pass':>9} {'shared':>7} {'failed':>6} {'MiB':>6}")  # fmt: skip
-        for count in clients:
-            level = run_level(url, headers, bodies, count, seconds)
-            levels.append(level)
-            one = levels[0]
-            print(f"{level.clients:>7} {level.throughput:>8.2f} {level.throughput / one.throughput:>6.2f} "
-                  f"{level.p50:>7.3f} {level.p50 / one.p50:>6.2f} {level.p95:>7.3f} {level.p99:>7.3f} "
-                  f"{level.rows_per_pass:>9.2f} {level.shared:>7.0%} {level.failed:>6} "
-                  f"{level.memory_mib or 0:>6.0f}", flush=True)  # fmt: skip
-            for error in level.errors:
-                print(f"        failed: {error}", file=sys.stderr)
-        result: dict = {"url": url if server is None else "local infill serve", "threads": threads,
-                        "seconds": seconds, "levels": [asdict(level) for level in levels]}  # fmt: skip
-        if soak:
-            print(f"soak: {soak_clients} clients for {soak:.0f} s ...", file=sys.stderr, flush=True)
-            found = run_soak(url, headers, bodies, soak_clients, soak)
-            growth = found.growth
-            change = "n/a" if growth is None else f"{growth:+.1%}"
-            print(f"soak: {found.fills} fills, {found.failed} failed, {found.fills / found.seconds:.2f} "
-                  f"fills/s; memory {found.after_first_minute_mib} MiB after the first minute, "
-                  f"{found.at_end_mib} MiB at the end ({change})")  # fmt: skip
-            result["soak"] = {**asdict(found), "growth": growth}
-        return result
-    finally:
-        if server is not None:
-            server.stop()
+    failure = target.ask(bodies[0])  # warm up
+    if failure is not None:
+        raise RuntimeError(f"the warm-up fill failed: {failure}")
+    levels: list[Level] = []
+    print(f"{'clients':>7} {'fills/s':>8} {'x1':>6} {'p50 s':>7} {'x1':>6} {'p95 s':>7} {'p99 s':>7} "
+          f"{'rows/pass':>9} {'shared':>7} {'failed':>6} {'MiB':>6}")  # fmt: skip
+    for count in clients:
+        level = run_level(target, bodies, count, seconds)
+        levels.append(level)
+        one = levels[0]
+        print(f"{level.clients:>7} {level.throughput:>8.2f} {level.throughput / one.throughput:>6.2f} "
+              f"{level.p50:>7.3f} {level.p50 / one.p50:>6.2f} {level.p95:>7.3f} {level.p99:>7.3f} "
+              f"{level.rows_per_pass:>9.2f} {level.shared:>7.0%} {level.failed:>6} "
+              f"{level.memory_mib or 0:>6.0f}", flush=True)  # fmt: skip
+        for error in level.errors:
+            print(f"        failed: {error}", file=sys.stderr)
+    result: dict = {"target": where, "seconds": seconds, "levels": [asdict(level) for level in levels]}
+    if soak:
+        print(f"soak: {soak_clients} clients for {soak:.0f} s ...", file=sys.stderr, flush=True)
+        found = run_soak(target, bodies, soak_clients, soak)
+        growth = found.growth
+        change = "n/a" if growth is None else f"{growth:+.1%}"
+        print(f"soak: {found.fills} fills, {found.failed} failed, {found.fills / found.seconds:.2f} "
+              f"fills/s; memory {found.after_first_minute_mib} MiB after the first minute, "
+              f"{found.at_end_mib} MiB at the end ({change})")  # fmt: skip
+        result["soak"] = {**asdict(found), "growth": growth}
+    return result
 
 
 def plot(result: dict, path: Path) -> None:

@@ -1,31 +1,29 @@
-"""`infill-bench serve`'s load and its figures, against the team server's app on a socket (the
-fixture `url`): every fill a client asked for is counted once, as answered or as failed, and the
-level's figures are what its own requests and the server's /metrics say."""
+"""`infill-bench serve`'s load and its figures: against the team server's app on a socket (the
+fixture `url`), every fill a client asked for is counted once, as answered or as failed, and the
+level's figures are what its own requests and the server's /metrics say; in-process (the GPU's
+way: no HTTP, no Ray), the batching driver over a published shape with random weights."""
 
 from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 from serve_support import TOKEN
 
+from infill.bench import cli
 from infill.bench import serve as bench
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+ANSWERED = 'infill_requests_total{endpoint="/v1/infill",status="200"}'
 
 
 def test_a_level_counts_its_fills_and_reads_the_servers_passes_and_memory(url):
     bodies = bench.fill_bodies(8)
     assert len({json.dumps(b["spans"]) for b in bodies}) == 8 and bodies[0]["text"].count("\n") >= 200
-    with httpx.Client(base_url=url, headers=HEADERS) as http:
-        before = bench.read_metrics(http)
-    level = bench.run_level(url, HEADERS, bodies, clients=3, seconds=2.0)
-    with httpx.Client(base_url=url, headers=HEADERS) as http:
-        after = bench.read_metrics(http)
-    answered = after['infill_requests_total{endpoint="/v1/infill",status="200"}'] - before.get(
-        'infill_requests_total{endpoint="/v1/infill",status="200"}', 0
-    )
+    target = bench.HttpTarget(url, HEADERS)
+    before = target.metrics()
+    level = bench.run_level(target, bodies, clients=3, seconds=2.0)
+    answered = target.metrics()[ANSWERED] - before.get(ANSWERED, 0)
     assert level.fills == answered > 0 and level.failed == 0
     assert level.throughput == pytest.approx(level.fills / level.seconds)
     assert level.seconds >= 2.0 and level.p50 <= level.p95 <= level.p99
@@ -34,19 +32,33 @@ def test_a_level_counts_its_fills_and_reads_the_servers_passes_and_memory(url):
 
 
 def test_refused_fills_are_counted_as_failed_with_their_status(url):
-    nobody = {"Authorization": "Bearer nobody"}
-    level = bench.run_level(url, nobody, bench.fill_bodies(4), clients=2, seconds=0.5)
+    nobody = bench.HttpTarget(url, bench.bearer("nobody"))
+    level = bench.run_level(nobody, bench.fill_bodies(4), clients=2, seconds=0.5)
     assert level.fills == 0 and level.failed >= 2
     assert all(error.startswith("401") for error in level.errors)
 
 
 def test_the_soak_samples_the_memory_and_the_plot_is_drawn(url, monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "MEMORY_EVERY", 0.5)
-    soak = bench.run_soak(url, HEADERS, bench.fill_bodies(4), clients=2, seconds=2.0)
+    target = bench.HttpTarget(url, HEADERS)
+    soak = bench.run_soak(target, bench.fill_bodies(4), clients=2, seconds=2.0)
     assert soak.fills > 0 and soak.failed == 0 and len(soak.memory) >= 3
     assert [t for t, _ in soak.memory] == sorted(t for t, _ in soak.memory)
     assert soak.after_first_minute_mib is None and soak.growth is None  # a soak under a minute
-    level = bench.run_level(url, HEADERS, bench.fill_bodies(4), clients=1, seconds=0.5)
+    level = bench.run_level(target, bench.fill_bodies(4), clients=1, seconds=0.5)
     result = {"levels": [bench.asdict(level)], "soak": {**bench.asdict(soak), "growth": None}}
     bench.plot(result, tmp_path / "serve.png")
     assert (tmp_path / "serve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_in_process_the_driver_batches_a_random_shapes_fills(tmp_path, capsys):
+    """The GPU's command on the CPU, with the 2-layer stand-in of the Dream 7B shape: every fill
+    runs its 8 passes, and 4 clients share forwards."""
+    out = tmp_path / "serve.json"
+    argv = ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--clients", "1,4", "--seconds", "1.5",
+            "--threads", "1", "--json", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    one, four = json.loads(out.read_text())["levels"]
+    assert one["fills"] > 0 and four["fills"] > 0 and one["failed"] == four["failed"] == 0
+    assert one["rows_per_pass"] == 1.0 and four["rows_per_pass"] > 1.5 and four["shared"] > 0.5
+    assert "rows/pass" in capsys.readouterr().out
