@@ -318,7 +318,7 @@ def loading(args: argparse.Namespace) -> dict:
 
 def serve(args: argparse.Namespace) -> dict | None:
     """A team server under load: fills/s and latency by clients, then the soak (infill.bench.serve)."""
-    from infill.bench import serve as bench
+    from infill.bench.serve import HttpTarget, LocalServer, bearer, bench_serve, plot
 
     clients = [int(part) for part in args.clients.split(",")]
     if not clients or min(clients) < 1 or args.seconds <= 0 or args.soak < 0 or args.soak_clients < 1:
@@ -329,15 +329,15 @@ def serve(args: argparse.Namespace) -> dict | None:
         if args.in_process:
             target, where = in_process_target(args), "in-process batching driver"
         elif args.url:
-            target, where = bench.HttpTarget(args.url, bench.bearer(args.token)), args.url
+            target, where = HttpTarget(args.url, bearer(args.token)), args.url
         else:
             log = Path(tempfile.gettempdir()) / "infill-bench-serve.log"
-            server = bench.LocalServer(args.threads or 2, str(args.model) if args.model else None, log)
+            server = LocalServer(args.threads or 2, str(args.model) if args.model else None, log)
             print(f"infill-bench serve: starting `infill serve` on {server.url} (log: {log})",
                   file=sys.stderr)  # fmt: skip
             server.wait()
-            target, where = bench.HttpTarget(server.url, {}), f"infill serve --threads {args.threads or 2}"
-        result = bench.bench_serve(target, clients, args.seconds, args.soak, args.soak_clients, where)
+            target, where = HttpTarget(server.url, {}), f"infill serve --threads {args.threads or 2}"
+        result = bench_serve(target, clients, args.seconds, args.soak, args.soak_clients, where)
     except RuntimeError as error:
         print(f"infill-bench serve: {error}", file=sys.stderr)
         return None
@@ -347,13 +347,13 @@ def serve(args: argparse.Namespace) -> dict | None:
         if args.in_process and "target" in locals():
             target.close()
     if args.plot:
-        bench.plot(result, args.plot)
+        plot(result, args.plot)
     return result
 
 
 def in_process_target(args: argparse.Namespace):
     """--in-process: the batching driver over the model (or the --shapes shape, random weights)."""
-    from infill.bench import serve as bench
+    from infill.bench.serve import DriverTarget, random_weight_options
     from infill.models import load
 
     if args.shapes != ["open-dcoder-0.5b"] or args.tiny:  # a shape asked for: random weights
@@ -368,10 +368,10 @@ def in_process_target(args: argparse.Namespace):
         if args.threads:
             torch.set_num_threads(args.threads)
         denoiser = random_denoiser(name, device, dtype, args.quantize)
-        return bench.DriverTarget(denoiser, bench.random_weight_options())
+        return DriverTarget(denoiser, random_weight_options())
     denoiser = load(str(args.model) if args.model else None, args.device, args.dtype, threads=args.threads,
                     quantize=args.quantize)  # fmt: skip
-    return bench.DriverTarget(denoiser)
+    return DriverTarget(denoiser)
 
 
 def pass_counts(text: str) -> tuple[int, ...]:
