@@ -32,6 +32,7 @@ from infill.models.model_info import model_card
 from infill.options import InfillOptions
 from team_server.auth import Gate, Refusal, busy
 from team_server.config import ServerConfig
+from team_server.memory import Trimmer
 from team_server.metrics import Metrics
 from team_server.protocols import ModelInfo
 
@@ -55,6 +56,7 @@ class Replica:
         self.config = config
         self.info = info
         self.driver = BatchingDriver(denoiser, config.max_rows, config.max_live, config.gather_s).start()
+        self.trimmer = Trimmer().start()  # freed memory back to the system (team_server.memory)
         self.gate = Gate(config.digests(), config.limits())
         self.metrics = Metrics()
         self.started = time.time()
@@ -75,6 +77,7 @@ class Replica:
 
     def close(self) -> None:
         self.driver.close()
+        self.trimmer.stop()
 
     def tune(self, options: InfillOptions, explicit: frozenset[str]) -> InfillOptions:
         """The family's recommended sampler settings and pass budget where the client set none."""

@@ -8,9 +8,9 @@ Each client is an editor that asks for the next fill as soon as the last one cam
 loop): a one-line fill (`POST /v1/infill`, mode fill, greedy) of the next code line of a
 held-out file of 200 lines or more (infill.bench.tasks: never trained on), its lines taken in
 turn. Every level runs for `--seconds` after one warm-up fill; for each it prints the fills
-answered per second, latency percentiles (p50, p95, p99), the rows each forward pass carried
-and the share of passes shared by several requests (the server's /metrics, before and after the
-level), failed requests, and the replica's resident memory (/metrics
+answered per second, latency percentiles (p50, p95, p99), the rows each forward pass carried,
+the share of passes shared by several requests and the model's forward time per fill (the
+server's /metrics, before and after the level), failed requests, and the replica's resident memory (/metrics
 `process_resident_memory_bytes`), and each level's throughput and p50 against one client's.
 `--soak` then runs `--soak-clients` clients for that many seconds and samples the memory every
 few seconds: its value after the first minute and at the end, and the failures.
@@ -62,6 +62,9 @@ class Level:
     p95: float
     p99: float
     rows_per_pass: float  # canvas rows a forward pass carried, on average over the level
+    forward_ms_per_fill: float  # the model's forward time over the level, per fill answered: what
+    #   batching saves shows here (on a device that a forward of one canvas leaves mostly idle, a
+    #   forward of several costs about as much, and this falls with the clients)
     shared: float  # share of the level's passes that carried several requests
     memory_mib: float | None  # the replica's resident memory at the level's end
     errors: list[str] = field(default_factory=list)  # the first few failures' statuses and words
@@ -278,6 +281,7 @@ def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> 
         p95=percentile(load.latencies, 0.95),
         p99=percentile(load.latencies, 0.99),
         rows_per_pass=rows / passes if passes else 0.0,
+        forward_ms_per_fill=grown("infill_forward_seconds_total") * 1000 / fills if fills else 0.0,
         shared=shared / passes if passes else 0.0,
         memory_mib=memory_mib(after),
         errors=load.failed[:3],
@@ -364,15 +368,15 @@ def bench_serve(target: Any, clients: list[int], seconds: float, soak: float = 0
         raise RuntimeError(f"the warm-up fill failed: {failure}")
     levels: list[Level] = []
     print(f"{'clients':>7} {'fills/s':>8} {'x1':>6} {'p50 s':>7} {'x1':>6} {'p95 s':>7} {'p99 s':>7} "
-          f"{'rows/pass':>9} {'shared':>7} {'failed':>6} {'MiB':>6}")  # fmt: skip
+          f"{'rows/pass':>9} {'shared':>7} {'fwd ms/fill':>11} {'failed':>6} {'MiB':>6}")  # fmt: skip
     for count in clients:
         level = run_level(target, bodies, count, seconds)
         levels.append(level)
         one = levels[0]
         print(f"{level.clients:>7} {level.throughput:>8.2f} {level.throughput / one.throughput:>6.2f} "
               f"{level.p50:>7.3f} {level.p50 / one.p50:>6.2f} {level.p95:>7.3f} {level.p99:>7.3f} "
-              f"{level.rows_per_pass:>9.2f} {level.shared:>7.0%} {level.failed:>6} "
-              f"{level.memory_mib or 0:>6.0f}", flush=True)  # fmt: skip
+              f"{level.rows_per_pass:>9.2f} {level.shared:>7.0%} {level.forward_ms_per_fill:>11.0f} "
+              f"{level.failed:>6} {level.memory_mib or 0:>6.0f}", flush=True)  # fmt: skip
         for error in level.errors:
             print(f"        failed: {error}", file=sys.stderr)
     result: dict = {"target": where, "seconds": seconds, "levels": [asdict(level) for level in levels]}

@@ -113,3 +113,18 @@ def test_metrics_text_counts_requests_latency_and_the_drivers_passes():
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert 8 * 2**20 < values["process_resident_memory_bytes"] <= peak * 1.1  # the peak is counted late
+
+
+def test_the_trimmer_gives_freed_memory_back_on_its_beat_until_stopped():
+    import sys
+    import time
+
+    from team_server.memory import Trimmer, malloc_trim
+
+    assert malloc_trim() is sys.platform.startswith("linux")  # glibc's; nothing elsewhere
+    trimmer = Trimmer(seconds=0.02).start()
+    time.sleep(0.3)
+    trimmer.stop()
+    trimmer.thread.join(1)
+    done = trimmer.trims
+    assert not trimmer.thread.is_alive() and (done >= 3 or not sys.platform.startswith("linux"))

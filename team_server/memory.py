@@ -1,0 +1,58 @@
+"""A replica's resident memory: given back to the system as requests come and go.
+
+A replica runs each request in a thread of its own (infill.engine.batching), and glibc's malloc
+gives threads arenas of their own and keeps what they free for later: the process's resident
+memory then climbs to the most that any mix of requests has ever held at once, slowly, for
+minutes (a 10-minute soak at 8 clients, `infill-bench serve --soak 600`: still +12-17% after
+the first minute, then flat, docs/serving.md). Two settings of glibc keep it near what is in
+use instead:
+
+    MALLOC_ARENA_MAX=2   fewer arenas to keep freed memory in (set for the replica's process by
+                         the deployment, team_server.deployment: it must be there when it starts)
+    malloc_trim(0)       every TRIM_SECONDS, the free memory of every arena goes back to the
+                         system (`Trimmer`)
+
+Elsewhere than glibc (macOS, musl) neither exists, and nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+
+ARENAS = {"MALLOC_ARENA_MAX": "2"}
+TRIM_SECONDS = 10.0
+
+
+def malloc_trim() -> bool:
+    """Give the free memory of every malloc arena back to the system; False where there is no glibc."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+class Trimmer:
+    """malloc_trim every `seconds` in a daemon thread, until `stop`."""
+
+    def __init__(self, seconds: float = TRIM_SECONDS) -> None:
+        self.seconds = seconds
+        self.stopped = threading.Event()
+        self.trims = 0
+        self.thread = threading.Thread(target=self._run, name="infill-malloc-trim", daemon=True)
+
+    def start(self) -> Trimmer:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.seconds):
+            if not malloc_trim():
+                return
+            self.trims += 1
+
+    def stop(self) -> None:
+        self.stopped.set()
