@@ -47,6 +47,12 @@ if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
 
 REVIEW_LINES = 40  # lines a span of the whole-file review holds (the canvases group spans to fit)
+REVIEW_THRESHOLD = 0.05
+"""Review mode's default threshold (`infill review --fix-threshold`'s default): a code token is a
+finding below this probability (and below FixOptions.ratio x its favourite's). Chosen by
+`infill-bench review` (infill.bench.review) on the shipped model: the threshold of its sweep with
+at most 1 false finding per 100 clean lines and the best recall (docs/measurements.md,
+"Reviewing: finding an injected bug")."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class Finding:
     score: float  # the lowest probability the model gave a token of it
     start: int  # character offsets in the file
     end: int
+    favourite: float = 1.0  # the probability of the model's favourite token where `score` is
 
     def to_json(self) -> dict:
         return {"line": self.line, "column": self.column, "text": self.text, "expected": self.expected,
@@ -74,7 +81,7 @@ class ReviewResult:
 class ReviewRequest:
     document: Document
     spans: Sequence[Span] = ()  # empty: the whole file
-    options: FixOptions = field(default_factory=FixOptions)
+    options: FixOptions = field(default_factory=lambda: FixOptions(threshold=REVIEW_THRESHOLD))
     top: int | None = None  # the K least likely code tokens instead of the threshold's findings
 
     def plan(self, denoiser: Denoiser) -> list[Job]:
@@ -167,10 +174,12 @@ def slot_findings(
         start, end = where[bounds[first]], where[bounds[last]]
         rows = probs[slot.start + torch.tensor(group)]
         favourite = [t for t in rows.argmax(-1).tolist() if t != denoiser.null_id]
-        score = float(rows.gather(-1, torch.tensor([tokens[i] for i in group])[:, None]).min())
+        scores = rows.gather(-1, torch.tensor([tokens[i] for i in group])[:, None]).squeeze(-1)
+        lowest = int(scores.argmin())
         line, column = offset_to_position(document.text, start)
         text = document.text[start:end]
-        findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), score, start, end))
+        findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), float(scores[lowest]),
+                                start, end, float(rows[lowest].max())))  # fmt: skip
     return findings
 
 
