@@ -34,10 +34,10 @@ from infill.models.base import Denoiser
 from infill.modes.review import REVIEW_THRESHOLD, ReviewRequest
 from infill.options import FixOptions
 from infill.text.document import Document
-from infill.text.spans import Span
 
 TOP_K = (1, 5)
-THRESHOLDS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+THRESHOLDS = (1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 0.001, 0.002, 0.005,
+              0.01, 0.02, 0.05, 0.1)  # fmt: skip
 FALSE_TARGET = 1.0  # false findings per 100 clean lines the default threshold may make
 RANKERS = ("model", "frequency", "random")
 
@@ -73,10 +73,9 @@ def overlaps(start: int, end: int, ranges: tuple[tuple[int, int], ...]) -> bool:
 
 
 def review_task(denoiser: Denoiser, task: ReviewTask, options: FixOptions) -> Reviewed:
-    """Every code token of the task's window, scored by review mode (one run)."""
+    """Every code token of the task's window, scored by review mode (one run over its spans)."""
     document = Document(task.text, bom=False, newline="\n")
-    start, end = task.window
-    request = ReviewRequest(document, [Span(start, end, "window")], options, top=len(task.text) + 1)
+    request = ReviewRequest(document, task.spans, options, top=len(task.text) + 1)
     started = time.perf_counter()
     result = run(denoiser, request)
     seconds = time.perf_counter() - started

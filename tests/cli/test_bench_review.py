@@ -20,6 +20,7 @@ from infill.bench.bugs import (
     BUG_KINDS,
     CLEAN,
     OPERATOR_SWAPS,
+    SPAN_LINES,
     ReviewTask,
     code_sites,
     inject,
@@ -127,6 +128,10 @@ def test_tasks_are_seeded_and_hold_their_bug_inside_the_window():
         start, end = task.window
         assert task.lines == 12
         assert all(start <= a < b <= end for a, b in task.ranges)
+        spans = task.spans  # reviewed in spans of SPAN_LINES lines: what lies between them is a line end
+        assert len(spans) == 2 and (spans[0].start, spans[-1].end) == (start, end)
+        assert all(task.text.count("\n", s.start, s.end) < SPAN_LINES for s in spans)
+        assert all(task.text[a.end : b.start] == "\n" for a, b in zip(spans, spans[1:]))
         if task.kind == CLEAN:
             assert task.text in {text for _, text in sources} and not task.ranges
 
