@@ -30,6 +30,7 @@ import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from infill.modes.review import REVIEW_LINES
 from infill.text.spans import Span, line_span
 from infill.text.syntax import introduced_names, prose_ranges
 from infill.train.corpus import ast_offsets, char_offsets
@@ -38,7 +39,7 @@ BUG_KINDS = ("operator", "off-by-one", "variable", "arguments", "not")
 CLEAN = "clean"
 WINDOW_LINES = 30  # lines a task reviews (the bug somewhere inside, not at its edges)
 EDGE_LINES = 5  # the bug is at least this many lines from a window's edge (where the file allows)
-SPAN_LINES = 10  # a window is reviewed as spans of this many lines (the canvases group them to fit)
+SPAN_LINES = REVIEW_LINES  # a window is reviewed in spans of this many lines, as `infill review` a file
 ARGUMENT_CHARS = 40  # a swapped argument is at most this long (and on one line)
 
 OPERATOR_SWAPS = {
@@ -75,7 +76,7 @@ class ReviewTask:
     @property
     def spans(self) -> list[Span]:
         """The window as spans of SPAN_LINES lines (a window of long lines can hold more tokens
-        than a model's context; a span of 10 lines fits)."""
+        than a model's context; the canvases group the spans to fit)."""
         firsts = range(self.first, self.last + 1, SPAN_LINES)
         return [line_span(self.text, a, min(a + SPAN_LINES - 1, self.last)) for a in firsts]
 

@@ -46,7 +46,8 @@ from infill.text.syntax import introduced_names, prose_ranges
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
 
-REVIEW_LINES = 40  # lines a span of the whole-file review holds (the canvases group spans to fit)
+REVIEW_LINES = 10  # lines a span of the whole-file review holds (the canvases group spans to fit);
+#   a span must fit the model's window alone: 40 lines of a data table held 1,525 tokens (test_calendar.py)
 REVIEW_THRESHOLD = 5e-6
 """Review mode's default threshold (`infill review`'s, `--fix-threshold` to change it; fix mode
 keeps FixOptions.threshold): a code token is a finding below this probability, masked (and below
@@ -190,4 +191,3 @@ def in_ranges(ranges: list[tuple[int, int]], offset: int) -> bool:
     """Whether `offset` lies in one of `ranges` (sorted by start; nested ranges allowed)."""
     k = bisect.bisect_right(ranges, (offset, float("inf")))
     return any(start <= offset < end for start, end in ranges[max(0, k - 8) : k])
-

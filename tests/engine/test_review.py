@@ -142,3 +142,16 @@ def test_review_has_its_own_default_threshold_and_fix_keeps_its_own(
     assert thresholds == [("ReviewRequest", REVIEW_THRESHOLD), ("FixRequest", FixOptions.threshold),
                           ("ReviewRequest", 0.2), ("FixRequest", 0.2)]  # fmt: skip
     assert REVIEW_THRESHOLD != FixOptions.threshold
+
+
+def test_a_file_of_long_lines_is_laid_out_in_canvases_that_fit(shipped):
+    """The whole-file review's spans are short enough that a dense block (a data table) fits the
+    model's window: 40 such lines hold far more tokens than it."""
+    row = '    "<tr><td class=\\"mon\\">Mon</td><td>Tue</td></tr>",\n'
+    text = "TABLE = (\n" + row * 40 + ")\n"
+    document = document_from_bytes(text.encode())
+    assert len(shipped.encode(text)) > shipped.context_length
+    [job] = ReviewRequest(document).plan(shipped)
+    canvases = lay_out(shipped, in_window(shipped, job).staged)
+    assert len(canvases) > 1 and all(len(c.ids) <= shipped.context_length for c in canvases)
+    assert sum(slot.length for c in canvases for slot in c.slots) >= len(shipped.encode(text)) - 2
