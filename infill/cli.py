@@ -53,6 +53,7 @@ from infill.modes import (
 )
 from infill.modes.alternatives import MAX_CANDIDATES
 from infill.modes.reports import candidates_report, docstring_report, fix_report, json_report, review_report
+from infill.modes.review import REVIEW_THRESHOLD
 from infill.options import (
     AUTHORS_ORDERS,
     LENGTH_POLICIES,
@@ -178,9 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="never let a one-line fill take a line of the file the model ranks higher "
                          "than its own fill (infill.engine.recall)")
     sampler.add_argument("--seed", type=int, default=None)
-    sampler.add_argument("--fix-threshold", type=float, default=FixOptions.threshold, metavar="P",
+    sampler.add_argument("--fix-threshold", type=float, default=None, metavar="P",
                          help="--fix and --review flag tokens whose probability is below P "
-                         "(default %(default)s)")
+                         f"(default {FixOptions.threshold} for --fix, {REVIEW_THRESHOLD} for --review: "
+                         "infill-bench review's choice)")
     sampler.add_argument("--top", type=int, default=None, metavar="K",
                          help="--review: the K least likely code tokens, whatever the threshold, least "
                          "likely first")
@@ -316,7 +318,10 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         protocol=args.protocol,
         authors=authors,
     )
-    FixOptions.from_infill(options, threshold=args.fix_threshold)  # validated before loading
+    threshold = args.fix_threshold
+    if threshold is None:
+        threshold = REVIEW_THRESHOLD if args.review else FixOptions.threshold
+    FixOptions.from_infill(options, threshold=threshold)  # validated before loading
     if args.alternatives is not None:
         if args.write:
             raise InputError("--alternatives prints candidates to choose from; it cannot --write")
@@ -356,7 +361,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         options = replace(options, sampler=recommended)
         if args.pass_budget is None:
             options = replace(options, pass_budget=recommended_pass_budget(backend, options.pass_budget))
-    fix_options = FixOptions.from_infill(options, threshold=args.fix_threshold)
+    fix_options = FixOptions.from_infill(options, threshold=threshold)
     deadline = time.monotonic() + args.timeout if args.timeout is not None else None
     hooks = Hooks(on_step=StepPrinter(backend) if args.show_steps else None, deadline=deadline)
 

@@ -30,6 +30,16 @@ FAMILY_ORDERS = {  # the `alg` / `remasking` names each family's published loop 
 AUTHORS_ORDERS = tuple(sorted({order for orders in FAMILY_ORDERS.values() for order in orders}))
 ONE_LINE_STEPS = 16  # the default step cap of spans of one line or less (insertion points too)...
 MULTI_LINE_STEPS = 128  # ...and of spans of several lines: at least one token a pass, more when confident
+REVIEW_THRESHOLD = 5e-6
+"""Review mode's default threshold (infill.modes.review: `infill review`'s, `--fix-threshold` to
+change it; the language server's `reviewThreshold`; fix mode keeps FixOptions.threshold): a code
+token is a finding below this probability, masked (and below FixOptions.ratio x its
+favourite's). Chosen by `infill-bench review` (infill.bench.review) on the shipped model: of its
+sweep, the threshold with at most 1 false finding per 100 clean lines and the best recall: 0.72
+false findings per 100 clean lines, 4.3% of injected bugs found, 25% of findings on a bug
+(2026-11-27, docs/measurements.md, "Reviewing: finding an injected bug"). Fix mode's 0.05 finds
+60% of the bugs with 26.5 false findings per 100 clean lines; `--top 5` (ranking, no threshold)
+puts the bug among the five least likely code tokens in 43% of windows."""
 
 
 @dataclass

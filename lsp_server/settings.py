@@ -41,7 +41,7 @@ section of the client's configuration (``workspace/configuration``,
                                            # infill.text.languages, or "text"); default: all
      "review": false,                      # review diagnostics: the tokens the model doubts, as
                                            #   hints, scored while the user is idle (lsp_server.review)
-     "reviewThreshold": 0.05,              # a token is doubted below this probability (default:
+     "reviewThreshold": 5e-6,              # a token is doubted below this probability (default:
                                            #   review mode's, infill.modes.review)
      "reviewMaxPerFile": 20,               # at most this many review diagnostics a document, the
                                            #   least likely first
@@ -68,7 +68,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infill.options import QUANTIZE_MODES, FixOptions
+from infill.options import QUANTIZE_MODES, REVIEW_THRESHOLD
 from infill.text.languages import LANGUAGES, TEXT, named
 from lsp_server.idle import IDLE_SECONDS
 
@@ -81,9 +81,8 @@ SECTION = "infill"
 """The configuration section the server asks the client for."""
 DEFAULT_REQUEST_TIMEOUT = 300.0
 """Seconds of model time one request may take unless ``requestTimeout`` says otherwise."""
-DEFAULT_REVIEW_THRESHOLD = FixOptions.threshold
-"""Review mode's threshold (infill.modes.review: fix mode's, `infill review --fix-threshold`,
-until issue 39's benchmark chooses one)."""
+DEFAULT_REVIEW_THRESHOLD = REVIEW_THRESHOLD
+"""Review mode's threshold (infill.options.REVIEW_THRESHOLD, chosen by `infill-bench review`)."""
 DEFAULT_REVIEW_MAX = 20
 """Review diagnostics a document gets at most (the least likely tokens first)."""
 

@@ -33,6 +33,17 @@ infill-bench drift [--model DIR] [--tasks 100] [--seed 0] [--json PATH]
     on the stale kept context and on the context after the idle refresh (infill.bench.drift):
     the share of fills identical to the exact one, exact matches, positions computed.
 
+infill-bench review [--model DIR] [--files 10] [--clean 20] [--seed 0] [--kinds operator,...]
+                    [--window 30] [--threads T] [--json PATH]
+    Held-out windows (--window lines) with one injected bug each (infill.bench.bugs):
+    operator, off-by-one, variable, arguments, not (--files tasks per kind), and --clean
+    unmodified windows; each reviewed once (infill.modes.review, every code token scored
+    masked). Top-1 / top-5 localization (the bug among the k lowest-scored tokens) of the
+    model, a token-frequency ranker and a random one; precision and recall of the findings
+    and false findings per 100 clean lines, over a sweep of thresholds (scored once): the
+    default threshold is the one with at most 1 false finding per 100 clean lines and the
+    best recall; time per 100 lines.
+
 infill-bench serve [--clients 1,2,4,8,16] [--seconds 30] [--soak SECONDS] [--soak-clients 8]
                    [--url URL --token T | --in-process [--shapes dream-7b]] [--threads 2]
                    [--json PATH] [--plot PATH]
@@ -63,6 +74,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from infill.bench.bugs import BUG_KINDS, WINDOW_LINES
 from infill.bench.quality import PLOT_CAPS, REPAIR_FLAGS, engine_options, rule_options, run_quality
 from infill.bench.sizes import CONTEXTS, SIZES, parse_sizes
 from infill.bench.tasks import KINDS, code_lines, heldout_sources, make_tasks
@@ -84,13 +96,18 @@ from infill.text.document import document_from_bytes
 from infill.text.spans import line_span
 
 
-def parse_kinds(text: str) -> list[str]:
+def parse_kinds(text: str, known: tuple[str, ...] = KINDS) -> list[str]:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in known]
     if unknown or not kinds:
         listed = ", ".join(unknown) or "(none)"
-        raise argparse.ArgumentTypeError(f"unknown kind(s) {listed}; choose from {', '.join(KINDS)}")
+        raise argparse.ArgumentTypeError(f"unknown kind(s) {listed}; choose from {', '.join(known)}")
     return kinds
+
+
+def any_kinds(text: str) -> list[str]:
+    """--kinds: quality's task kinds or review's bug kinds (each command checks its own)."""
+    return parse_kinds(text, (*KINDS, *BUG_KINDS))
 
 
 def load_backend(args: argparse.Namespace) -> Denoiser:
@@ -115,6 +132,29 @@ def quality(args: argparse.Namespace) -> dict:
     results["kept_context"] = args.kept_context
     results["quantize"], results["dtype"] = args.quantize, args.dtype  # as asked ("auto": infill chose)
     return results
+
+
+def review(args: argparse.Namespace) -> dict:
+    """Injected bugs found by review mode, against a frequency and a random ranker
+    (infill.bench.review)."""
+    import torch
+
+    from infill.bench.bugs import make_review_tasks
+    from infill.bench.review import format_sweep, format_table, measure
+
+    kinds = [k for k in args.kinds if k in BUG_KINDS] if args.kinds_given else list(BUG_KINDS)
+    if not kinds:
+        raise SystemExit(f"infill-bench review: --kinds takes some of {', '.join(BUG_KINDS)}")
+    tasks = make_review_tasks(heldout_sources(), kinds, args.files, args.clean, args.seed, args.window)
+    backend = load_backend(args)
+    results = measure(backend, tasks, kinds)
+    print(format_table(results["table"], results["chosen_threshold"]))
+    print(format_sweep(results["sweep"], results["chosen_threshold"]))
+    threads = torch.get_num_threads()
+    print(f"{len(tasks)} windows, {sum(t.lines for t in tasks)} lines; {threads} threads")
+    return {"model": str(args.model or "default"), "seed": args.seed, "files_per_kind": args.files,
+            "clean_windows": args.clean, "window_lines": args.window, "threads": threads,
+            **results}  # fmt: skip
 
 
 def drift(args: argparse.Namespace) -> dict:
@@ -395,8 +435,8 @@ def size_list(text: str) -> list[tuple[int, int]]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infill-bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("what", choices=["quality", "speed", "lsp", "sizes", "shapes", "loading", "drift",
-                                         "serve"])  # fmt: skip
+    commands = ["quality", "speed", "lsp", "sizes", "shapes", "loading", "drift", "review", "serve"]
+    parser.add_argument("what", choices=commands)
     parser.add_argument("--model", type=Path, default=None,
                         help="checkpoint folder, any family infill.models.load takes "
                         "(default: the shipped model)")  # fmt: skip
@@ -414,7 +454,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tasks", type=int, default=100, help="quality: tasks per kind; drift: lines")
     kinds = ",".join(KINDS)
-    parser.add_argument("--kinds", type=parse_kinds, default=kinds, help=f"quality: some of {kinds}")
+    parser.add_argument("--kinds", type=any_kinds, default=None,
+                        help=f"quality: some of {kinds}; review: some of {','.join(BUG_KINDS)} "
+                        "(default: all)")  # fmt: skip
+    parser.add_argument("--files", type=int, default=10, help="review: bug windows per kind")
+    parser.add_argument("--clean", type=int, default=20, help="review: unmodified windows")
+    parser.add_argument("--window", type=int, default=WINDOW_LINES, metavar="LINES",
+                        help="review: lines a window holds (default %(default)s)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=None,
                         help=f"sampler step cap (default: {ONE_LINE_STEPS} for spans of one line or "
                         f"less, {MULTI_LINE_STEPS} for longer ones)")  # fmt: skip
@@ -445,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context-length", type=int, default=None, metavar="N",
                         help="quality, speed, shapes: the model's window in tokens (default: the "
                         "model's own; shapes: the device's)")
-    parser.add_argument("--seed", type=int, default=0, help="quality, drift: task selection seed")
+    parser.add_argument("--seed", type=int, default=0, help="quality, drift, review: task selection seed")
     parser.add_argument("--exec-timeout", type=float, default=5.0, help="quality: seconds per executed task")
     parser.add_argument("--plot", type=Path, default=None, help="quality: PNG of quality vs. the step cap")
     parser.add_argument("--plot-tasks", type=int, default=20, help="quality: tasks per kind for --plot")
@@ -493,11 +539,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.kinds_given = args.kinds is not None
+    if args.what != "review":  # quality's kinds (the default: all of them)
+        try:
+            args.kinds = parse_kinds(",".join(args.kinds) if args.kinds_given else ",".join(KINDS))
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"argument --kinds: {error}")
     if args.what == "lsp" and args.runs < 1:
         parser.error("--runs must be at least 1")
     try:
         modes = {"quality": quality, "speed": speed, "lsp": lsp, "sizes": sizes, "shapes": shapes,
-                 "loading": loading, "drift": drift, "serve": serve}  # fmt: skip
+                 "loading": loading, "drift": drift, "review": review, "serve": serve}  # fmt: skip
         results = modes[args.what](args)
     except ModelError as error:
         print(f"infill-bench: model error: {error}", file=sys.stderr)

@@ -17,8 +17,8 @@ as findings (`infill review FILE`, `infill FILE --review`); nothing is rewritten
              first (for ranking).
 
 Fix mode re-predicts what it flags; review mode only reports it, for a person or a CI step to
-judge (the command exits 1 when there are findings). The threshold is fix mode's until the
-review benchmark (issue 39) has chosen one.
+judge (the command exits 1 when there are findings). The threshold is review mode's own,
+REVIEW_THRESHOLD, chosen by the review benchmark (`infill-bench review`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from infill.engine.pipeline import NOTHING_SAMPLED, Filled, Job, RequestStats, S
 from infill.engine.repair import RepairPolicy
 from infill.errors import InputError
 from infill.modes.fix import document_offsets, flag_tokens, score_tokens, token_bounds
-from infill.options import FixOptions
+from infill.options import REVIEW_THRESHOLD, FixOptions
 from infill.text.document import Document
 from infill.text.edits import offset_to_position
 from infill.text.spans import Span, validate_spans
@@ -46,7 +46,8 @@ from infill.text.syntax import introduced_names, prose_ranges
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
 
-REVIEW_LINES = 40  # lines a span of the whole-file review holds (the canvases group spans to fit)
+REVIEW_LINES = 10  # lines a span of the whole-file review holds (the canvases group spans to fit);
+#   a span must fit the model's window alone: 40 lines of a data table held 1,525 tokens (test_calendar.py)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Finding:
     score: float  # the lowest probability the model gave a token of it
     start: int  # character offsets in the file
     end: int
+    favourite: float = 1.0  # the probability of the model's favourite token where `score` is
 
     def to_json(self) -> dict:
         return {"line": self.line, "column": self.column, "text": self.text, "expected": self.expected,
@@ -74,7 +76,7 @@ class ReviewResult:
 class ReviewRequest:
     document: Document
     spans: Sequence[Span] = ()  # empty: the whole file
-    options: FixOptions = field(default_factory=FixOptions)
+    options: FixOptions = field(default_factory=lambda: FixOptions(threshold=REVIEW_THRESHOLD))
     top: int | None = None  # the K least likely code tokens instead of the threshold's findings
 
     def plan(self, denoiser: Denoiser) -> list[Job]:
@@ -167,10 +169,12 @@ def slot_findings(
         start, end = where[bounds[first]], where[bounds[last]]
         rows = probs[slot.start + torch.tensor(group)]
         favourite = [t for t in rows.argmax(-1).tolist() if t != denoiser.null_id]
-        score = float(rows.gather(-1, torch.tensor([tokens[i] for i in group])[:, None]).min())
+        scores = rows.gather(-1, torch.tensor([tokens[i] for i in group])[:, None]).squeeze(-1)
+        lowest = int(scores.argmin())
         line, column = offset_to_position(document.text, start)
         text = document.text[start:end]
-        findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), score, start, end))
+        findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), float(scores[lowest]),
+                                start, end, float(rows[lowest].max())))  # fmt: skip
     return findings
 
 
@@ -178,4 +182,3 @@ def in_ranges(ranges: list[tuple[int, int]], offset: int) -> bool:
     """Whether `offset` lies in one of `ranges` (sorted by start; nested ranges allowed)."""
     k = bisect.bisect_right(ranges, (offset, float("inf")))
     return any(start <= offset < end for start, end in ranges[max(0, k - 8) : k])
-

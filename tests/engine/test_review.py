@@ -14,7 +14,7 @@ from infill.cli import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, main
 from infill.engine.pipeline import Job, in_window, lay_out, run
 from infill.engine.repair import RepairPolicy
 from infill.models import load
-from infill.modes.review import ReviewRequest, in_ranges
+from infill.modes.review import REVIEW_THRESHOLD, ReviewRequest, in_ranges
 from infill.options import FixOptions
 from infill.text.document import document_from_bytes
 from infill.text.edits import offset_to_position
@@ -90,7 +90,7 @@ def test_findings_point_at_their_text_with_crlf_and_non_ascii(shipped):
 def test_the_command_exits_1_with_findings_0_without_and_2_on_bad_input(tmp_path, capsys):
     path = tmp_path / "bill.py"
     path.write_text(CODE)
-    assert main(["review", str(path), "--json"]) == EXIT_FINDINGS
+    assert main(["review", str(path), "--json", "--fix-threshold", "0.05"]) == EXIT_FINDINGS
     report = json.loads(capsys.readouterr().out)
     keys = {"line", "column", "text", "expected", "score"}
     assert report["findings"] and set(report["findings"][0]) == keys
@@ -117,3 +117,41 @@ def test_prose_and_introduced_names_in_two_grammars():
     js = "function add(a, b = 2) { return a + b } // sum\nclass K { m(x) { return `${x}` } }"
     assert [js[a:b] for a, b in introduced_names(js, named("javascript"))] == ["add", "a", "b", "K", "m", "x"]
     assert [js[a:b] for a, b in prose_ranges(js, named("javascript"))] == ["// sum", "`${x}`"]
+
+
+def test_review_has_its_own_default_threshold_and_fix_keeps_its_own(
+    tiny_backend, monkeypatch, tmp_path, capsys
+):
+    import infill.cli as cli
+
+    thresholds = []
+
+    def recording(backend, request, hooks=None):
+        thresholds.append((type(request).__name__, request.options.threshold))
+        return run(backend, request, hooks)
+
+    monkeypatch.setattr(cli, "load", lambda *args, **kwargs: tiny_backend)
+    monkeypatch.setattr(cli, "run", recording)
+    path = tmp_path / "bill.py"
+    path.write_text(CODE)
+    main(["review", str(path), "--lines", "3"])
+    main([str(path), "--lines", "3", "--fix"])
+    main(["review", str(path), "--lines", "3", "--fix-threshold", "0.2"])
+    main([str(path), "--lines", "3", "--fix", "--fix-threshold", "0.2"])
+    capsys.readouterr()
+    assert thresholds == [("ReviewRequest", REVIEW_THRESHOLD), ("FixRequest", FixOptions.threshold),
+                          ("ReviewRequest", 0.2), ("FixRequest", 0.2)]  # fmt: skip
+    assert REVIEW_THRESHOLD != FixOptions.threshold
+
+
+def test_a_file_of_long_lines_is_laid_out_in_canvases_that_fit(shipped):
+    """The whole-file review's spans are short enough that a dense block (a data table) fits the
+    model's window: 40 such lines hold far more tokens than it."""
+    row = '    "<tr><td class=\\"mon\\">Mon</td><td>Tue</td></tr>",\n'
+    text = "TABLE = (\n" + row * 40 + ")\n"
+    document = document_from_bytes(text.encode())
+    assert len(shipped.encode(text)) > shipped.context_length
+    [job] = ReviewRequest(document).plan(shipped)
+    canvases = lay_out(shipped, in_window(shipped, job).staged)
+    assert len(canvases) > 1 and all(len(c.ids) <= shipped.context_length for c in canvases)
+    assert sum(slot.length for c in canvases for slot in c.slots) >= len(shipped.encode(text)) - 2

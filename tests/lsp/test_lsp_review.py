@@ -11,7 +11,7 @@ import pytest
 from lsprotocol import types
 
 from infill.errors import Cancelled
-from infill.options import FixOptions
+from infill.options import REVIEW_THRESHOLD, FixOptions
 from lsp_server import actions
 from lsp_server.positions import UTF8, UTF16, UTF32, range_to_offsets
 from lsp_server.review import (
@@ -196,7 +196,7 @@ def test_review_settings_and_bad_values():
     assert (settings.review, settings.review_threshold, settings.review_max_per_file) == (
         False, DEFAULT_REVIEW_THRESHOLD, 20
     )  # fmt: skip
-    assert DEFAULT_REVIEW_THRESHOLD == FixOptions().threshold  # review mode's (fix mode's for now)
+    assert DEFAULT_REVIEW_THRESHOLD == REVIEW_THRESHOLD  # review mode's (infill review's default)
     settings, warnings = parse_settings({"review": True, "reviewThreshold": 1, "reviewMaxPerFile": 3})
     assert (settings.review, settings.review_threshold, settings.review_max_per_file, warnings) == (
         True, 1.0, 3, []
