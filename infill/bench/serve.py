@@ -77,8 +77,9 @@ class Soak:
     fills: int
     failed: int
     memory: list[tuple[float, float]]  # (seconds since the soak began, MiB)
-    after_first_minute_mib: float | None
-    at_end_mib: float | None
+    after_first_minute_mib: float | None  # the first sample at 60 s or later
+    at_end_mib: float | None  # the last sample while the clients were still asking
+    idle_after_mib: float | None  # once the load is over
 
     @property
     def growth(self) -> float | None:
@@ -299,10 +300,11 @@ def run_soak(target: Any, bodies: list[dict], clients: int, seconds: float) -> S
     load = Load(target, bodies, clients)
     sample(0.0)
     wall = load.run(seconds, on_tick=sample)
-    sample(wall)
+    under_load = [mib for at, mib in samples if at <= seconds]
+    sample(wall)  # once every client has had its last answer
     after_minute = next((mib for at, mib in samples if at >= 60), None)
     return Soak(clients, wall, len(load.latencies), len(load.failed), samples, after_minute,
-                samples[-1][1] if samples else None)  # fmt: skip
+                under_load[-1] if under_load else None, samples[-1][1] if samples else None)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the server
@@ -387,7 +389,8 @@ def bench_serve(target: Any, clients: list[int], seconds: float, soak: float = 0
         change = "n/a" if growth is None else f"{growth:+.1%}"
         print(f"soak: {found.fills} fills, {found.failed} failed, {found.fills / found.seconds:.2f} "
               f"fills/s; memory {found.after_first_minute_mib} MiB after the first minute, "
-              f"{found.at_end_mib} MiB at the end ({change})")  # fmt: skip
+              f"{found.at_end_mib} MiB at the end ({change}), {found.idle_after_mib} MiB once "
+              "idle")  # fmt: skip
         result["soak"] = {**asdict(found), "growth": growth}
     return result
 
