@@ -403,9 +403,26 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     levels = result["levels"]
-    panels = 2 if result.get("soak") else 1
+    draw_levels = len(levels) > 1 or not result.get("soak")  # one level alone is no curve
+    panels = int(draw_levels) + int(bool(result.get("soak")))
     figure, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), squeeze=False)
-    left = axes[0][0]
+    if draw_levels:
+        draw_load(result, axes[0][0])
+    if result.get("soak"):
+        soak = result["soak"]
+        axis = axes[0][-1]
+        axis.plot([t for t, _ in soak["memory"]], [m for _, m in soak["memory"]], ".-")
+        axis.set_ylim(bottom=0)
+        axis.set_xlabel("seconds")
+        axis.set_ylabel("replica resident memory (MiB)")
+        axis.set_title(f"soak: {soak['clients']} clients, {soak['fills']} fills, {soak['failed']} failed")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def draw_load(result: dict, left: Any) -> None:
+    """Throughput (left axis) and p50 latency (right axis) against the clients."""
+    levels = result["levels"]
     clients = [level["clients"] for level in levels]
     left.plot(clients, [level["throughput"] for level in levels], "o-", label="fills/s")
     left.set_xscale("log", base=2)
@@ -414,13 +431,7 @@ def plot(result: dict, path: Path) -> None:
     right = left.twinx()
     right.plot(clients, [level["p50"] for level in levels], "s--", color="tab:red", label="p50 latency")
     right.set_ylabel("p50 latency (s)")
-    left.set_title("team server under load")
-    if panels == 2:
-        soak = result["soak"]
-        axis = axes[0][1]
-        axis.plot([t for t, _ in soak["memory"]], [m for _, m in soak["memory"]], ".-")
-        axis.set_xlabel("seconds")
-        axis.set_ylabel("replica resident memory (MiB)")
-        axis.set_title(f"soak: {soak['clients']} clients")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    left.set_ylim(bottom=0)
+    right.set_ylim(bottom=0)
+    left.figure.legend(loc="upper left", bbox_to_anchor=(0.08, 0.88))
+    left.set_title(f"team server under load: {result.get('target', '')}")
