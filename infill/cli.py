@@ -346,7 +346,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             output(document, [], docstring_report(document, empty), args)
             return EXIT_OK
     if args.server is not None:
-        backend = team_server(args, parser)
+        backend = served_model(args, parser)
     else:
         backend = load(args.model, args.device, args.dtype, threads=args.threads,
                        trust_remote_code=args.trust_remote_code, quantize=args.quantize)  # fmt: skip
@@ -394,7 +394,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 LOCAL_ONLY = ("model", "device", "dtype", "quantize", "threads", "trust_remote_code", "show_steps")
 
 
-def team_server(args: argparse.Namespace, parser: argparse.ArgumentParser) -> TeamServer:
+def served_model(args: argparse.Namespace, parser: argparse.ArgumentParser) -> TeamServer:
     """--server: the team server in the model's place (infill.models.served), after checking that
     no flag asks for what only a model in this process does."""
     given = [name for name in LOCAL_ONLY if getattr(args, name) != parser.get_default(name)]

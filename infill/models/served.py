@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infill.errors import Cancelled, InputError, ModelError, TimedOut
-from infill.options import FixOptions, options_json
+from infill.options import options_json
 
 CONNECT_SECONDS = 10.0  # to open a connection and to list the model
 DEFAULT_TIMEOUT = 300.0  # seconds a request may take when its caller set no deadline
@@ -238,9 +238,7 @@ def request_body(request: Any) -> dict:
         )
     else:
         raise InputError(f"a team server does not run a {type(request).__name__}")
-    body["options"] = options_json(options)
-    if isinstance(options, FixOptions):
-        body["options"]["fixThreshold"] = options.threshold
+    body["options"] = options_json(options)  # fix options carry their threshold (fixThreshold)
     return body
 
 

@@ -24,6 +24,7 @@ from dataclasses import fields
 from typing import Any
 
 from infill.engine.pipeline import RequestStats
+from infill.errors import InputError
 from infill.modes.alternatives import AlternativesRequest, Candidate
 from infill.modes.docstrings import DocstringFill, DocstringRequest, DocstringResult
 from infill.modes.fill import FillRequest, InfillResult, SpanResult
@@ -31,8 +32,8 @@ from infill.modes.fix import FixRequest, FixResult, FlaggedToken, SpanFix
 from infill.modes.inline import Completions, InlineRequest
 from infill.modes.review import Finding, ReviewRequest, ReviewResult
 from infill.text.document import Document
-from infill.text.edits import TextEdit, edits_from_json, edits_to_json, position_to_offset
-from infill.text.spans import Span
+from infill.text.edits import TextEdit, edits_from_json, edits_to_json
+from infill.text.spans import Span, position_offset
 
 
 def json_report(document: Document, result: InfillResult) -> dict:
@@ -41,17 +42,19 @@ def json_report(document: Document, result: InfillResult) -> dict:
         "edits": edits_to_json(document.text, result.edits),
         "spans": [
             {
-                "label": s.span.label,
-                "start": s.span.start,
-                "end": s.span.end,
-                "new_text": s.new_text,
-                "changed": s.edit is not None,
+                **span_entry(s.span, s.new_text, s.edit is not None),
                 **(authors_tokens(s.tokens) if s.tokens is not None else {}),
             }
             for s in result.spans
         ],
         "stats": stats.__dict__,
     }
+
+
+def span_entry(span: Span, new_text: str, changed: bool) -> dict:
+    """A span of a fill's or a fix's report (`span_of` reads it back)."""
+    return {"label": span.label, "start": span.start, "end": span.end, "new_text": new_text,
+            "changed": changed}  # fmt: skip
 
 
 def authors_tokens(by_step: list[list[int]]) -> dict:
@@ -62,16 +65,7 @@ def authors_tokens(by_step: list[list[int]]) -> dict:
 def fix_report(document: Document, result: FixResult) -> dict:
     return {
         "edits": edits_to_json(document.text, result.edits),
-        "spans": [
-            {
-                "label": s.span.label,
-                "start": s.span.start,
-                "end": s.span.end,
-                "new_text": s.new_text,
-                "changed": bool(s.edits),
-            }
-            for s in result.spans
-        ],
+        "spans": [span_entry(s.span, s.new_text, bool(s.edits)) for s in result.spans],
         "flagged": [token.__dict__ for token in result.flagged],
         "stats": result.stats.__dict__,
     }
@@ -187,7 +181,10 @@ def review_result(document: Document, report: Any) -> ReviewResult:
     for item in field_of(report, "findings", list):
         line, column = field_of(item, "line", int), field_of(item, "column", int)
         found = field_of(item, "text", str)
-        start = position_to_offset(text, line - 1, column - 1)
+        try:
+            start = position_offset(text, line, column)
+        except InputError as error:
+            raise ValueError(str(error)) from None
         if text[start : start + len(found)] != found:
             raise ValueError(f"the finding at {line}:{column} is not in the document")
         expected, score = field_of(item, "expected", str), float(field_of(item, "score", (int, float)))

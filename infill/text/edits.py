@@ -183,21 +183,6 @@ def _terminated(diff_line: str) -> str:
     return diff_line + "\n" + _NO_NEWLINE_MARKER
 
 
-def position_to_offset(text: str, line: int, character: int) -> int:
-    """The code point offset of a 0-based (line, character); ValueError past the line's end."""
-    if line < 0:
-        raise ValueError(f"line {line + 1} is before the text's start")
-    start = 0
-    for _ in range(line):
-        start = text.find("\n", start) + 1
-        if start == 0:
-            raise ValueError(f"line {line + 1} is past the text's end")
-    end = text.find("\n", start)
-    if not 0 <= character <= (len(text) if end < 0 else end) - start:
-        raise ValueError(f"character {character + 1} is past the end of line {line + 1}")
-    return start + character
-
-
 def _position_json(text: str, offset: int) -> dict:
     line, character = offset_to_position(text, offset)
     return {"line": line, "character": character}

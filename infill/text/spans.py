@@ -91,15 +91,15 @@ def parse_range(text: str, spec: str) -> Span:
             f"e.g. 3:5-3:12), got {spec!r}"
         )
     start_line, start_column, end_line, end_column = (int(group) for group in match.groups())
-    start = _position_offset(text, start_line, start_column)
-    end = _position_offset(text, end_line, end_column)
+    start = position_offset(text, start_line, start_column)
+    end = position_offset(text, end_line, end_column)
     label = f"range {start_line}:{start_column}-{end_line}:{end_column}"
     if start > end:
         raise InputError(f"{label} ends before it starts")
     return Span(start, end, label)
 
 
-def _position_offset(text: str, line: int, column: int) -> int:
+def position_offset(text: str, line: int, column: int) -> int:
     """Character offset of the 1-based position ``line:column``."""
     if line < 1 or column < 1:
         raise InputError(f"line and column numbers start at 1, got {line}:{column}")
