@@ -261,6 +261,7 @@ def measure_shape(
         infill(kept, document, [span], options(count))
         kept_fill_ms[count] = timed(partial(infill, kept, document, [next_span or span], options(count)))
     read, numbers = weights_read(denoiser.network)
+    peak, now = peak_mib(device), resident_mib(device)  # before the probes' own GiB of data
     bandwidth, rate = memory_bandwidth(device), matmul_rate(device)
     return ShapeRow(
         shape=name,
@@ -274,8 +275,8 @@ def measure_shape(
         cached_pass_ms=cached_ms,
         fill_ms=fill_ms,
         kept_fill_ms=kept_fill_ms,
-        peak_mib=peak_mib(device),
-        resident_mib=resident_mib(device),
+        peak_mib=peak,
+        resident_mib=now,
         fill_passes=fill_passes,
         weights_read_mib=read / 2**20,
         bandwidth_gbs=bandwidth,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib
+import inspect
 import json
 import random
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -370,6 +373,21 @@ def test_shapes_tiny_runs_every_family_at_each_pass_count_in_the_devices_window(
         assert row["canvas"] <= CPU_CONTEXT < 2 * row["canvas"]  # the CPU's window, from a 200-line file
     table = capsys.readouterr().out
     assert "fill@2 ms" in table and "next@3 ms" in table
+
+
+@pytest.mark.slow
+def test_shapes_peak_memory_is_the_fills_not_the_bandwidth_probes(tmp_path):
+    """The probes read a 1 GiB tensor after the fills; a fresh process with a tiny shape never
+    comes near that, so a peak of 1 GiB or more would be the probe's."""
+    from infill.bench.shapes import memory_bandwidth
+
+    out = tmp_path / "shapes.json"
+    command = [sys.executable, "-m", "infill.bench", "shapes", "--shapes", "open-dcoder-0.5b-tiny",
+               "--passes", "2", "--repeat", "1", "--threads", "1", "--json", str(out)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    [row] = json.loads(out.read_text())["rows"]
+    probe_mib = inspect.signature(memory_bandwidth).parameters["mib"].default
+    assert 0 < row["resident_mib"] <= row["peak_mib"] < probe_mib, row
 
 
 @pytest.mark.slow
