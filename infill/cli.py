@@ -184,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
                          f"(default {FixOptions.threshold} for --fix, {REVIEW_THRESHOLD} for --review: "
                          "infill-bench review's choice)")
     sampler.add_argument("--top", type=int, default=None, metavar="K",
-                         help="--review: the K least likely code tokens, whatever the threshold, least "
-                         "likely first")
+                         help="--review: the K code tokens the model doubts most, whatever the "
+                         "threshold, most doubted first (surprise beyond the model's expected surprise)")
     model = parser.add_argument_group("model")
     model.add_argument("--model", default=None, metavar="DIR|ORG/NAME[@REV]",
                        help="checkpoint folder, or a model's name found in the local Hugging Face cache "

@@ -380,7 +380,7 @@ def infill_request(body: Any, tune: Tune = as_asked) -> EditRequest:
     options, fix_threshold = options_of(body.get("options"), tune)
     timeout = number(body, "timeout", 0, None) or None
     threshold = {"threshold": fix_threshold} if fix_threshold is not None else {}
-    if mode == "review":  # spans: what to review (none: the whole file); top: the K least likely tokens
+    if mode == "review":  # spans: what to review (none: the whole file); top: the K most doubted tokens
         top = optional(body, "top", int)
         review = ReviewRequest(document, spans, FixOptions.from_infill(options, **threshold), top)
         return EditRequest(document, mode, review, review_report, timeout, spans)

@@ -38,7 +38,7 @@ infill-bench review [--model DIR] [--files 10] [--clean 20] [--seed 0] [--kinds 
     Held-out windows (--window lines) with one injected bug each (infill.bench.bugs):
     operator, off-by-one, variable, arguments, not (--files tasks per kind), and --clean
     unmodified windows; each reviewed once (infill.modes.review, every code token scored
-    masked). Top-1 / top-5 localization (the bug among the k lowest-scored tokens) of the
+    masked). Top-1 / top-5 localization (the bug among the k most doubted tokens) of the
     model, a token-frequency ranker and a random one; precision and recall of the findings
     and false findings per 100 clean lines, over a sweep of thresholds (scored once): the
     default threshold is the one with at most 1 false finding per 100 clean lines and the

@@ -2,13 +2,15 @@
 
 Each task (infill.bench.bugs) is a window of a held-out file, with one injected bug or none. The
 window is reviewed once (infill.modes.review, ranking every code token: `top`), which gives every
-candidate token's masked score and the model's favourite's probability there; every metric and
+candidate token's masked score, the model's favourite's probability and the entropy of its
+distribution there; every metric and
 every threshold of the sweep is then computed from those scores (score once, threshold many
 times), as review mode would flag them (below the threshold and below `ratio` x the favourite;
 adjacent tokens merged into one finding).
 
-    top-k        the share of bug tasks with a token of the bug among the k lowest-scored
-                 candidates (a token hits if it overlaps a range of the bug)
+    top-k        the share of bug tasks with a token of the bug among the k candidates the
+                 model doubts most (review --top's order: infill.modes.review.doubt; a token
+                 hits if it overlaps a range of the bug)
     precision    at a threshold, over the bug tasks: the share of findings that overlap the bug
     recall       the share of bug tasks with a finding that overlaps the bug
     false/100    findings in the clean windows per 100 of their lines
@@ -31,7 +33,7 @@ from tqdm import tqdm
 from infill.bench.bugs import CLEAN, ReviewTask, python_tokens
 from infill.engine.pipeline import run
 from infill.models.base import Denoiser
-from infill.modes.review import REVIEW_THRESHOLD, ReviewRequest
+from infill.modes.review import REVIEW_THRESHOLD, ReviewRequest, doubt
 from infill.options import FixOptions
 from infill.text.document import Document
 
@@ -52,6 +54,11 @@ class Candidate:
     token_start: int  # where the token starts, its leading blanks included
     score: float  # the model's probability of it, masked
     favourite: float  # the probability of the model's favourite token there
+    entropy: float  # nats: the spread of the model's distribution there
+
+    @property
+    def doubt(self) -> float:  # review --top's order, most doubted first (infill.modes.review.doubt)
+        return doubt(self.score, self.entropy)
 
 
 @dataclass
@@ -82,7 +89,9 @@ def review_task(denoiser: Denoiser, task: ReviewTask, options: FixOptions) -> Re
     candidates = []
     for f in result.findings:
         lead = len(f.text) - len(f.text.lstrip())
-        candidates.append(Candidate(f.start + lead, f.end, f.text.strip(), f.start, f.score, f.favourite))
+        candidates.append(
+            Candidate(f.start + lead, f.end, f.text.strip(), f.start, f.score, f.favourite, f.entropy)
+        )
     candidates.sort(key=lambda c: c.start)
     return Reviewed(task, candidates, seconds, result.stats.forward_passes)
 
@@ -112,7 +121,7 @@ def frequency_keys(reviewed: Reviewed) -> list[int]:
 def ranker_keys(reviewed: Reviewed, ranker: str) -> list[float]:
     """Per candidate: its key under `ranker` (lowest first)."""
     if ranker == "model":
-        return [c.score for c in reviewed.candidates]
+        return [-c.doubt for c in reviewed.candidates]
     if ranker == "frequency":
         return [float(k) for k in frequency_keys(reviewed)]
     if ranker == "random":
@@ -253,7 +262,7 @@ COLUMNS = ("model_top1", "model_top5", "frequency_top1", "frequency_top5", "rand
 
 def format_table(table: dict[str, dict], threshold: float) -> str:
     header = ("kind", "tasks", "top-1", "top-5", "freq-1", "freq-5", "rand-1", "rand-5", "prec", "recall")
-    lines = [f"localization (top-k: the bug among the k lowest-scored code tokens); precision and recall "
+    lines = [f"localization (top-k: the bug among the k most doubted code tokens); precision and recall "
              f"at threshold {threshold:g}"]  # fmt: skip
     lines.append(
         "{:11} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8}".format(*header, "s/100ln")
@@ -304,8 +313,10 @@ def measure(
 
 
 def task_json(reviewed: Reviewed, threshold: float, ratio: float) -> dict:
-    """A task, its bug, the model's five lowest-scored tokens and its findings at `threshold`."""
-    lowest = sorted(reviewed.candidates, key=lambda c: c.score)[:5]
+    """A task, its bug, the model's five most doubted tokens, its findings at `threshold` and every
+    candidate as [start, end, token start, score, favourite's probability, entropy] (to rank
+    them again)."""
+    lowest = sorted(reviewed.candidates, key=lambda c: -c.doubt)[:5]
     found = findings_at(reviewed.candidates, threshold, ratio)
     text = reviewed.task.text
     return {**reviewed.task.to_json(), "seconds": round(reviewed.seconds, 3), "passes": reviewed.passes,
@@ -313,11 +324,13 @@ def task_json(reviewed: Reviewed, threshold: float, ratio: float) -> dict:
             "model_top5": [[c.text, round(c.score, 6)] for c in lowest],
             "model_rank": model_rank(reviewed),
             "findings": [[text[f.start : f.end], round(f.score, 6),
-                          overlaps(f.start, f.end, reviewed.task.ranges)] for f in found]}  # fmt: skip
+                          overlaps(f.start, f.end, reviewed.task.ranges)] for f in found],
+            "scored": [[c.start, c.end, c.token_start, float(f"{c.score:.4g}"), float(f"{c.favourite:.4g}"),
+                        round(c.entropy, 3)] for c in reviewed.candidates]}  # fmt: skip
 
 
 def model_rank(reviewed: Reviewed) -> int | None:
-    """1-based rank of the bug's best-scored token among the candidates (None: no candidate hits)."""
-    order = sorted(range(len(reviewed.candidates)), key=lambda i: reviewed.candidates[i].score)
+    """1-based rank of the bug's most doubted token among the candidates (None: no candidate hits)."""
+    order = sorted(range(len(reviewed.candidates)), key=lambda i: -reviewed.candidates[i].doubt)
     hits = reviewed.hits()
     return next((n for n, i in enumerate(order, 1) if hits[i]), None)

@@ -13,8 +13,8 @@ as findings (`infill review FILE`, `infill FILE --review`); nothing is rewritten
              tokens there (`expected`), the lowest probability among them (`score`); the names
              a definition or a parameter list introduces are left out too (nothing around a new
              name tells what it will be: infill.text.syntax.introduced_names). `top` K
-             instead lists the K least likely code tokens whatever the threshold, least likely
-             first (for ranking).
+             instead lists the K code tokens the model doubts most whatever the threshold, most
+             doubted first (for ranking: `Finding.doubt`).
 
 Fix mode re-predicts what it flags; review mode only reports it, for a person or a CI step to
 judge (the command exits 1 when there are findings). The threshold is review mode's own,
@@ -24,6 +24,7 @@ REVIEW_THRESHOLD, chosen by the review benchmark (`infill-bench review`).
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,7 @@ from infill.text.syntax import introduced_names, prose_ranges
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
     from infill.models.base import Denoiser
 
+TINY = 1e-30  # probabilities are taken as at least this under a logarithm
 REVIEW_LINES = 10  # lines a span of the whole-file review holds (the canvases group spans to fit);
 #   a span must fit the model's window alone: 40 lines of a data table held 1,525 tokens (test_calendar.py)
 
@@ -60,6 +62,11 @@ class Finding:
     start: int  # character offsets in the file
     end: int
     favourite: float = 1.0  # the probability of the model's favourite token where `score` is
+    entropy: float = 0.0  # nats: how spread the model's distribution is where `score` is
+
+    @property
+    def doubt(self) -> float:
+        return doubt(self.score, self.entropy)
 
     def to_json(self) -> dict:
         return {"line": self.line, "column": self.column, "text": self.text, "expected": self.expected,
@@ -77,7 +84,7 @@ class ReviewRequest:
     document: Document
     spans: Sequence[Span] = ()  # empty: the whole file
     options: FixOptions = field(default_factory=lambda: FixOptions(threshold=REVIEW_THRESHOLD))
-    top: int | None = None  # the K least likely code tokens instead of the threshold's findings
+    top: int | None = None  # the K most doubted code tokens instead of the threshold's findings
 
     def plan(self, denoiser: Denoiser) -> list[Job]:
         if self.top is not None and self.top < 1:
@@ -108,8 +115,17 @@ class ReviewRequest:
             for slot in part.canvas.slots:
                 findings += slot_findings(denoiser, document, part.canvas, slot, probs, flags, skipped, every)
         if every:
-            return ReviewResult(sorted(findings, key=lambda f: f.score)[: self.top], stats)
+            return ReviewResult(sorted(findings, key=lambda f: -f.doubt)[: self.top], stats)
         return ReviewResult(sorted(findings, key=lambda f: f.start), stats)
+
+
+def doubt(score: float, entropy: float) -> float:
+    """How much more surprising a token is than the model expects a token there to be: -log(score)
+    less the entropy of the model's distribution there (the expected surprise), in nats; `top`
+    ranks by it, most doubted first. A name among many plausible ones has a low probability and a
+    spread distribution; a swapped `<` a low probability where the model was sure: the second is
+    the doubt worth showing (measured: docs/measurements.md, "Reviewing")."""
+    return -math.log(max(score, TINY)) - entropy
 
 
 def whole_file(document: Document) -> list[Span]:
@@ -173,8 +189,10 @@ def slot_findings(
         lowest = int(scores.argmin())
         line, column = offset_to_position(document.text, start)
         text = document.text[start:end]
+        row = rows[lowest]
+        entropy = float(-(row * row.clamp(min=TINY).log()).sum())
         findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), float(scores[lowest]),
-                                start, end, float(rows[lowest].max())))  # fmt: skip
+                                start, end, float(rows[lowest].max()), entropy))  # fmt: skip
     return findings
 
 

@@ -149,8 +149,10 @@ def test_top_k_counts_ties_as_a_random_order_breaks_them():
     assert top_k_hit([1.0, 2.0], [False, False], 5) == 0.0
 
 
-def candidate(start: int, end: int, score: float, favourite: float = 0.9, lead: int = 1) -> Candidate:
-    return Candidate(start, end, "x" * (end - start), start - lead, score, favourite)
+def candidate(
+    start: int, end: int, score: float, favourite: float = 0.9, lead: int = 1, entropy: float = 0.0
+) -> Candidate:
+    return Candidate(start, end, "x" * (end - start), start - lead, score, favourite, entropy)
 
 
 def reviewed(kind: str, candidates: list[Candidate], ranges=((20, 22),), lines: int = 10) -> Reviewed:
@@ -174,6 +176,16 @@ def test_localization_precision_recall_and_false_findings_on_hand_made_scores():
     loose = at_threshold(rows, 0.01, ratio=0.2)
     assert loose["false_per_100_clean_lines"] == pytest.approx(2.0)  # one finding in 50 lines
     assert at_threshold(rows, 0.01, ratio=0.001)["findings"] == 1  # 0.0001 < 0.001 x 0.9 only
+
+
+def test_the_model_ranks_by_doubt_a_spread_distribution_excuses_a_low_probability():
+    # the bug (20, 22): probability 0.01 where the model was sure (entropy 0.1); a name at (1, 3):
+    # probability 0.001 among many (entropy 5 nats: about 150 equally likely names)
+    row = reviewed("operator", [candidate(1, 3, 0.001, entropy=5.0), candidate(20, 22, 0.01, entropy=0.1)])
+    assert localization([row], "model", 1) == 1.0
+    assert row.candidates[1].doubt == pytest.approx(-math.log(0.01) - 0.1)
+    sure = reviewed("operator", [candidate(1, 3, 0.001, entropy=0.1), candidate(20, 22, 0.01, entropy=0.1)])
+    assert localization([sure], "model", 1) == 0.0  # equal spreads: the probability decides
 
 
 def test_neighbouring_flagged_tokens_are_one_finding():
@@ -200,7 +212,7 @@ def test_the_frequency_baseline_puts_the_rarest_token_of_the_file_first():
     text = "a = b + c\nb = a + c\nc = a - b\n"
     task = ReviewTask("operator", "f.py", text, 1, 3, ((text.index("-"), text.index("-") + 1),))
     places = [i for i, ch in enumerate(text) if not ch.isspace() and ch != "\n"]
-    tokens = [Candidate(i, i + 1, text[i], i, 0.5, 0.9) for i in places]
+    tokens = [Candidate(i, i + 1, text[i], i, 0.5, 0.9, 1.0) for i in places]
     row = Reviewed(task, tokens, 1.0, 1)
     keys = frequency_keys(row)
     assert dict(zip((t.text for t in tokens), keys)) == {"a": 3, "b": 3, "c": 3, "=": 3, "+": 2, "-": 1}

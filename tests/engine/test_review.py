@@ -6,6 +6,7 @@ text (CRLF, non-ASCII); the command's exit codes mean findings (1), none (0), ba
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -45,20 +46,36 @@ def test_each_score_is_the_masked_prediction_of_its_token(shipped):
     [slot] = canvas.slots
     ids = torch.tensor([canvas.ids])
     special = torch.tensor(sorted(shipped.special_ids | {shipped.mask_id}))
-    scores = {}
+    scores, entropies = {}, {}
     for i in range(slot.start, slot.start + slot.length):
         masked = ids.clone()
         masked[0, i] = shipped.mask_id
         logits = shipped.logits(masked)[0, i].float()
         logits[special] = float("-inf")
-        scores[i] = torch.softmax(logits, -1)[ids[0, i]].item()
+        probs = torch.softmax(logits, -1)
+        scores[i] = probs[ids[0, i]].item()
+        entropies[i] = -sum(p * math.log(p) for p in probs.tolist() if p > 0)
     oracle = list(scores.values())
     for finding in result.findings:  # each score is one token's masked prediction
         assert min(abs(finding.score - score) for score in oracle) < 1e-5, finding
+        i = min(scores, key=lambda i: abs(finding.score - scores[i]))
+        assert finding.entropy == pytest.approx(entropies[i], abs=1e-3)  # the spread of that prediction
+        assert finding.doubt == pytest.approx(-math.log(finding.score) - entropies[i], abs=1e-3)
     assert len(result.findings) < slot.length  # prose, names and whitespace left out
     visible = torch.softmax(shipped.logits(ids)[0, slot.start : slot.start + slot.length].float(), -1)
     seen = visible.gather(-1, ids[0, slot.start : slot.start + slot.length, None]).squeeze(-1)
     assert torch.tensor(oracle).mean() < seen.mean() - 0.2  # not the visible tokens' scores
+
+
+def test_top_lists_the_most_doubted_tokens_first(shipped):
+    document = document_from_bytes(CODE.encode())
+    every = run(shipped, ReviewRequest(document, top=10_000)).findings
+    doubts = [f.doubt for f in every]
+    assert doubts == sorted(doubts, reverse=True)
+    top = run(shipped, ReviewRequest(document, top=3)).findings
+    assert [(f.start, f.end) for f in top] == [(f.start, f.end) for f in every[:3]]
+    least_likely = sorted(every, key=lambda f: f.score)[:3]
+    assert top != least_likely  # not the probability's order: on this file the two differ
 
 
 def test_prose_and_introduced_names_are_left_out(shipped):
