@@ -64,6 +64,7 @@ infill-bench lsp [--model DIR] [--runs 5] [--steps N] [--threads N] [--file-line
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import subprocess
@@ -532,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve: the batching driver in this process, no HTTP or Ray (with --shapes "
                         "NAME: that shape with random weights)")  # fmt: skip
     parser.add_argument("--token", default=None, help="serve: its bearer token")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results (every task) here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="also write the results (every task) here; gzip-compressed if PATH ends in .gz")
     return parser
 
 
@@ -557,8 +559,17 @@ def main(argv: list[str] | None = None) -> int:
     if results is None:
         return 1
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        write_json(args.json, results)
     return 0
+
+
+def write_json(path: Path, results: dict) -> None:
+    """The results as JSON; gzip-compressed where `path` ends in .gz (review's every scored token)."""
+    text = json.dumps(results, indent=1)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode(), mtime=0))
+    else:
+        path.write_text(text)
 
 
 if __name__ == "__main__":

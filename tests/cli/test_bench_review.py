@@ -6,9 +6,13 @@ tiny checkpoint (mechanics only: random weights measure no quality)."""
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import math
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -260,13 +264,13 @@ def files_with_sites(kinds: list[str], count: int) -> list[tuple[str, str]]:
 def test_the_command_on_the_shipped_model_prints_the_table_and_writes_json(monkeypatch, tmp_path, capsys):
     sources = files_with_sites(["operator", "not"], 3)
     monkeypatch.setattr(bench_cli, "heldout_sources", lambda: sources)
-    out = tmp_path / "review.json"
+    out = tmp_path / "review.json.gz"
     argv = ["review", "--files", "1", "--clean", "1", "--kinds", "operator,not", "--window", "8",
             "--threads", "1", "--json", str(out)]  # fmt: skip
     assert bench.main(argv) == 0
     printed = capsys.readouterr().out
     assert "top-5" in printed and "false/100 clean lines" in printed
-    results = json.loads(out.read_text())
+    results = json.loads(gzip.decompress(out.read_bytes()))
     assert [t["kind"] for t in results["tasks"]] == ["operator", "not", CLEAN]
     assert {t["path"] for t in results["tasks"]} <= {path for path, _ in sources}
     assert set(results["table"]) == {"operator", "not", "all", CLEAN}
@@ -279,6 +283,13 @@ def test_the_command_on_the_shipped_model_prints_the_table_and_writes_json(monke
     assert results["chosen_threshold"] in THRESHOLDS
     row = results["table"]["all"]
     assert all(0 <= row[key] <= 1 for key in row if key.endswith(("top1", "top5")))
+    # the experiment script ranks the stored scores again: its doubt order is the bench's own
+    script = Path(__file__).resolve().parents[2] / "docs" / "experiments" / "review_rankers.py"
+    printed = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+    cells = next(line for line in printed.splitlines() if line.startswith("all")).split()
+    doubt_top1, doubt_top5 = (float(c.rstrip("%")) / 100 for c in cells[4:6])
+    assert (doubt_top1, doubt_top5) == pytest.approx((row["model_top1"], row["model_top5"]), abs=1e-3)
     assert all(row[f"{ranker}_top1"] <= row[f"{ranker}_top5"] for ranker in ("model", "frequency", "random"))
 
 
