@@ -271,10 +271,19 @@ class Int8Embedding(nn.Module):
     def of(
         cls, quantized: torch.Tensor | list[torch.Tensor], dtype: torch.dtype = torch.float32
     ) -> Int8Embedding:
-        """From the table as `int8_rows` makes it (or its blocks of rows, in order)."""
+        """From the table as `int8_rows` makes it (or its blocks of rows, in order; the list is
+        emptied as the rows are copied, so that each block goes once it is in the table: a 0.5B
+        model's 151,936 rows were held three times over while they were joined, 0.4 GB)."""
         blocks = quantized if isinstance(quantized, list) else [quantized]
-        rows = torch.cat([block.int_repr() for block in blocks])
-        return cls(rows, torch.cat([block.q_per_channel_scales().float() for block in blocks]), dtype)
+        count, width = sum(len(block) for block in blocks), blocks[0].shape[1]
+        rows, scales = torch.empty(count, width, dtype=torch.int8), torch.empty(count)
+        start = 0
+        while blocks:
+            block = blocks.pop(0)
+            rows[start : start + len(block)] = block.int_repr()
+            scales[start : start + len(block)] = block.q_per_channel_scales()
+            start += len(block)
+        return cls(rows, scales, dtype)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return (self.rows[ids].float() * self.scales[ids].unsqueeze(-1)).to(self.dtype)

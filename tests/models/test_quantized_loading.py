@@ -247,3 +247,14 @@ def test_random_networks_are_as_when_made_whole(tied):
     ours, theirs = int8_state(int8_network), int8_state(quantized_whole(whole))
     assert sorted(ours) == sorted(theirs)
     assert [name for name in ours if not torch.equal(ours[name], theirs[name])] == []
+
+
+def test_an_embedding_made_of_blocks_of_rows_equals_the_whole_tables_and_lets_each_block_go():
+    table = torch.randn(50, 8)
+    whole = Int8Embedding.of(int8_rows(table))
+    blocks = [int8_rows(table[start : start + 16]) for start in range(0, 50, 16)]  # 16, 16, 16, 2 rows
+    joined = Int8Embedding.of(blocks)
+    assert torch.equal(joined.rows, whole.rows) and torch.allclose(joined.scales, whole.scales)
+    assert blocks == []  # each block left the list as its rows were copied: none is held twice
+    ids = torch.tensor([0, 17, 49])
+    assert torch.equal(joined(ids), whole(ids))
