@@ -5,14 +5,13 @@ Qwen2's weight names, bfloat16, shards of at most SHARD_BYTES with `model.safete
 random numbers (the memory does not depend on them). Then a fresh Python process loads it through
 the families' own loader (`infill.models.weights.load_network` with the Dream family's names, the
 path `infill.models.load` takes after reading config.json and the tokenizer), with the asked
-quantization, and reports its peak resident memory (the kernel's high-water mark, `ru_maxrss`),
+quantization, and reports its peak resident memory (the kernel's high-water mark, VmHWM),
 the time it took and what it holds once loaded. A fresh process, so nothing measured before counts.
 """
 
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -109,7 +108,7 @@ def measure_loading(shape: str, directory: Path, quantize: str, threads: int | N
 
 def load_here(shape: str, directory: Path, quantize: str, threads: int) -> dict:
     """(In the fresh process) load the checkpoint as `infill.models.dream.load` does; the figures."""
-    from infill.bench.shapes import SHAPES, TINY_SHAPES, resident_mib
+    from infill.bench.shapes import SHAPES, TINY_SHAPES, peak_mib, resident_mib
     from infill.models.decoder import Decoder
     from infill.models.dream import ignorable, weight_names
     from infill.models.weights import load_network, weight_files
@@ -123,7 +122,7 @@ def load_here(shape: str, directory: Path, quantize: str, threads: int) -> dict:
     network = load_network(lambda: Decoder(config), files, weight_names(config), ignorable(config), cpu,
                            torch.float32, quantize)  # fmt: skip
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_mib(cpu)
     loaded = resident_mib(cpu)
     del network
     return {"seconds": seconds, "peak_mib": peak, "loaded_mib": loaded}

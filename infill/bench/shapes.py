@@ -148,9 +148,16 @@ def resident_mib(device: torch.device) -> float:
 
 
 def peak_mib(device: torch.device) -> float:
+    """The most memory held so far: this process's resident high-water mark (CPU, Linux: VmHWM)
+    or the device's peak allocation (GPU). Not `ru_maxrss`: a process started by another keeps
+    the parent's resident size at the fork in it (1.5 GiB for a tiny shape started from a test run)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kilobytes
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # no /proc: the kernel's own
 
 
 def weights_read(network: torch.nn.Module) -> tuple[int, int]:
