@@ -10,8 +10,11 @@ frequency ranker:
                  there (infill.modes.review.doubt, review --top's order now)
 
 The same windows and the same forward passes, so the two columns differ only by the order.
+Several files are pooled: every window counts once, the frequency ranker's figures weighted by
+each run's windows.
 
     python docs/experiments/review_rankers.py docs/results/review_shipped_200windows.json.gz
+    python docs/experiments/review_rankers.py docs/results/review_shipped_*.json.gz
 """
 
 from __future__ import annotations
@@ -41,20 +44,25 @@ def localization(tasks: list[dict], order: str, k: int) -> float:
     return sum(values) / len(values)
 
 
+def read(path: str) -> dict:
+    data = Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if path.endswith(".gz") else data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("results", help="an infill-bench review --json file (.json or .json.gz)")
+    parser.add_argument("results", nargs="+", help="infill-bench review --json files (.json or .json.gz)")
     args = parser.parse_args()
-    data = Path(args.results).read_bytes()
-    run = json.loads(gzip.decompress(data) if args.results.endswith(".gz") else data)
-    bugs = [t for t in run["tasks"] if t["kind"] != "clean"]
+    runs = [read(path) for path in args.results]
+    bugs = [t for run in runs for t in run["tasks"] if t["kind"] != "clean"]
     kinds = sorted({t["kind"] for t in bugs}, key=[t["kind"] for t in bugs].index)
     columns = [f"{order} top-{k}" for order in ORDERS for k in TOP_K] + ["frequency top-5"]
     print(f"{'kind':11} {'tasks':>5} " + " ".join(f"{c:>15}" for c in columns))
     for kind in [*kinds, "all"]:
         group = bugs if kind == "all" else [t for t in bugs if t["kind"] == kind]
         cells = [localization(group, order, k) for order in ORDERS for k in TOP_K]
-        cells.append(run["table"][kind]["frequency_top5"])
+        tables = [run["table"][kind] for run in runs if kind in run["table"]]
+        cells.append(sum(t["frequency_top5"] * t["tasks"] for t in tables) / sum(t["tasks"] for t in tables))
         print(f"{kind:11} {len(group):5d} " + " ".join(f"{c:15.1%}" for c in cells))
 
 
