@@ -190,9 +190,9 @@ def slot_findings(
         line, column = offset_to_position(document.text, start)
         text = document.text[start:end]
         row = rows[lowest]
-        entropy = float(-(row * row.clamp(min=TINY).log()).sum())
+        entropy = -float(torch.special.xlogy(row, row).sum())  # 0 log 0 = 0, as the entropy rule has it
         findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), float(scores[lowest]),
-                                start, end, float(rows[lowest].max()), entropy))  # fmt: skip
+                                start, end, float(row.max()), entropy))  # fmt: skip
     return findings
 
 
