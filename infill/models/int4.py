@@ -12,6 +12,15 @@ Quantizing runs over row blocks of a weight (QUANTIZE_ROWS at a time) with in-pl
 that a layer of a 7B network (18,944 x 3,584) takes 0.1 s and needs a few MiB besides its own
 weights; the packed layout keeps blocks of 64 rows apart, so the blocks pack one by one.
 
+The kernel unpacks each group again for every 4 rows of activations, so on many rows (a full pass
+over the window: 512) its products run at a third of the bfloat16 matrix product's rate. From
+UNPACK_ROWS rows on, a layer instead turns its weights back into bfloat16, about UNPACK_WEIGHTS
+at a time, and multiplies them with the bfloat16 product: unpacking a layer once costs about what
+the kernel spends on 64-96 rows (measured in docs/models.md, "4-bit weights"). The two ways round
+the same numbers at different places (bfloat16 weights here, float32 ones inside the kernel). The
+unpacking reads the kernel's packed layout, which depends on the CPU (`packed_block_width`); where
+it is not one this module knows, every product goes through the kernel.
+
 The kernel asks for an output size that is a multiple of 16 and a group size of 32, 64, 128 or 256
 that divides the input size; a layer that cannot meet that keeps its float weights (`packable`).
 How big a group: measured in docs/models.md ("4-bit weights"): smaller groups follow the weights
@@ -20,6 +29,8 @@ more closely at no speed cost in the kernel but more memory for the scales.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -27,6 +38,8 @@ GROUP_SIZE = 128  # inputs sharing one scale and offset (docs/models.md, "4-bit 
 GROUP_SIZES = (256, 128, 64, 32)  # what the kernel accepts
 INNER_K_TILES = 2  # the kernel's packing parameter (2, 4, 8: equally fast here)
 QUANTIZE_ROWS = 1024  # rows quantized at a time (a multiple of the packing's 64-row blocks)
+UNPACK_ROWS = 192  # activation rows from which a product unpacks the weights (docs/models.md)
+UNPACK_WEIGHTS = 1 << 21  # weights unpacked at a time (4 MiB in bfloat16: whole output-row blocks)
 
 
 def group_size_for(in_features: int, preferred: int = GROUP_SIZE) -> int | None:
@@ -60,6 +73,8 @@ class Int4Linear(nn.Module):
         self.register_buffer("packed", packed)
         self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+        width = packed_block_width()
+        self.block_width = width if width and self.out_features % width == 0 else None
 
     @classmethod
     def of(cls, linear: nn.Linear, group_size: int = GROUP_SIZE) -> Int4Linear:
@@ -67,11 +82,48 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            rows, self.packed, self.group_size, self.scales_and_zeros
-        )
+        if len(rows) >= UNPACK_ROWS and self.block_width:
+            y = self.unpacked_product(rows)
+        else:
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+                rows, self.packed, self.group_size, self.scales_and_zeros
+            )
         y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
         return y if self.bias is None else y + self.bias.to(x.dtype)
+
+    def unpacked_product(self, rows: torch.Tensor) -> torch.Tensor:
+        """`rows` (bfloat16, n x in) times the weights, unpacking whole blocks of output rows,
+        about UNPACK_WEIGHTS weights at a time, into one scratch tensor made once a product (a
+        block of a MiB or more is mapped afresh each time it is made, as
+        `infill.models.weights.return_big_blocks` asks: filling new pages for every block cost
+        more than unpacking saved)."""
+        out = torch.empty(len(rows), self.out_features, dtype=torch.bfloat16)
+        step = max(1, UNPACK_WEIGHTS // (self.in_features * self.block_width)) * self.block_width
+        scratch = torch.empty(min(step, self.out_features) * self.in_features, dtype=torch.bfloat16)
+        for start in range(0, self.out_features, step):
+            stop = min(start + step, self.out_features)
+            torch.mm(rows, self.unpacked(start, stop, scratch), out=out[:, start:stop])
+        return out
+
+    def unpacked(self, start: int, stop: int, scratch: torch.Tensor | None = None) -> torch.Tensor:
+        """Output rows `start:stop` of the weights in bfloat16, transposed: (in, stop - start), in
+        `scratch` (default: a new tensor). Both bounds are multiples of `block_width`. Each byte of
+        a block holds the row of its place in its low four bits and the row half a block on in
+        its high four."""
+        width, columns, group = self.block_width, self.in_features, self.group_size
+        blocks, count = (stop - start) // width, (stop - start) * columns
+        scratch = torch.empty(count, dtype=torch.bfloat16) if scratch is None else scratch
+        nibbles = self.packed[start:stop].view(blocks, columns, width // 2)
+        weights = scratch[:count].view(columns, blocks, width)  # transposed as they go
+        by_block = weights.permute(1, 0, 2)
+        torch.bitwise_and(nibbles, 15, out=by_block[..., : width // 2])
+        torch.bitwise_right_shift(nibbles, 4, out=by_block[..., width // 2 :])
+        table = self.scales_and_zeros[:, start:stop].float().view(columns // group, 1, blocks, width, 2)
+        scale, zero = table[..., 0], table[..., 1]
+        offset = (zero - 8 * scale).to(torch.bfloat16, memory_format=torch.contiguous_format)
+        by_group = weights.view(columns // group, group, blocks, width)
+        torch.addcmul(offset, by_group, scale.to(torch.bfloat16), out=by_group)  # (q - 8) * scale + zero
+        return weights.view(columns, stop - start)
 
     def dequantized(self) -> torch.Tensor:
         """The weights as the kernel sees them, (out, in) in float32: the layer applied to the
@@ -89,6 +141,22 @@ class Int4Linear(nn.Module):
     def extra_repr(self) -> str:
         bias = self.bias is not None
         return f"in={self.in_features}, out={self.out_features}, group={self.group_size}, bias={bias}"
+
+
+@functools.cache
+def packed_block_width() -> int | None:
+    """The kernel's packed layout on this CPU, found by packing a probe: blocks of this many output
+    rows (64 with AVX-512, 32 with AVX2), as `Int4Linear.unpacked` reads them; None where the
+    layout is another one (then every product goes through the kernel)."""
+    rows, columns = 128, 64
+    q = (torch.arange(rows * columns) * 7 % 16).reshape(rows, columns).to(torch.int32)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, INNER_K_TILES)
+    for width in (64, 32):
+        nibbles = packed.view(-1, columns, width // 2)
+        unpacked = torch.cat([nibbles & 15, nibbles >> 4], dim=-1).permute(0, 2, 1).reshape(rows, columns)
+        if torch.equal(unpacked.to(torch.int32), q):
+            return width
+    return None
 
 
 def quantize_int4(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,6 +14,10 @@ units); the token-for-token check is against the reference network below.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -134,7 +138,9 @@ def test_int4_predicts_as_its_reference_and_close_to_float32(family, tiny):
     cache = int4s.new_cache()
     refreshed = int4s.cached_logits(ids, positions, cache, refresh=True)
     partial = int4s.cached_logits(ids, positions, cache, refresh=False)
-    assert torch.allclose(refreshed, got[0, positions], atol=1e-4)
+    # the full pass multiplies 200 rows with unpacked weights, the refreshed one its few output
+    # rows with the kernel: the same numbers, rounded to bfloat16 at different places
+    assert (refreshed - got[0, positions]).abs().max() < 1e-2 * got.abs().max()
     assert (partial.float().log_softmax(-1) - full[0, positions]).abs().max() < LOGP_BOUND
 
 
@@ -199,3 +205,70 @@ def test_a_fill_with_int4_weights_from_the_command_line(tmp_path, capsys):
     path.write_text(text)
     assert main([str(path), "--lines", "2", "--quantize", "int4", "--json"]) == 0
     assert '"edits"' in capsys.readouterr().out and path.read_text() == text
+
+
+def test_many_rows_multiply_unpacked_weights_as_the_kernel_does():
+    """From UNPACK_ROWS rows on, a layer turns its packed weights back into bfloat16 (reading the
+    kernel's layout) and multiplies with the bfloat16 product: the weights are the kernel's own
+    (the kernel applied to the identity) and the products agree to bfloat16 rounding."""
+    if int4.packed_block_width() is None:
+        pytest.skip("this CPU's packed layout is not one Int4Linear.unpacked reads: the kernel does it all")
+    torch.manual_seed(0)
+    for rows, columns, group in [(4096, 256, 128), (192, 1024, 64), (64, 384, 128)]:
+        layer = Int4Linear(torch.randn(rows, columns) * 0.02, torch.randn(rows), group)
+        assert layer.block_width == int4.packed_block_width()
+        kernels = layer.dequantized()
+        unpacked = layer.unpacked(0, rows).float().t()
+        assert (unpacked - kernels).abs().max() <= 2**-7 * kernels.abs().max()  # bfloat16 rounding
+        x = torch.randn(int4.UNPACK_ROWS, columns)
+        many = layer(x)
+        assert torch.equal(many, layer.unpacked_product(x.bfloat16()).float() + layer.bias)
+        kernel = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x.bfloat16(), layer.packed, layer.group_size, layer.scales_and_zeros
+        )
+        assert (many - layer.bias - kernel.float()).abs().max() < 1e-2 * kernel.float().abs().max()
+        few = x[: int4.UNPACK_ROWS - 1]
+        assert torch.equal(layer(few), kernel[: len(few)].float() + layer.bias)  # the kernel's own
+
+
+def test_the_product_is_split_into_blocks_of_output_rows(monkeypatch):
+    """Unpacking a few blocks at a time gives what unpacking the whole layer at once gives."""
+    if int4.packed_block_width() is None:
+        pytest.skip("this CPU's packed layout is not one Int4Linear.unpacked reads")
+    torch.manual_seed(1)
+    layer = Int4Linear(torch.randn(1024, 512) * 0.02, None)
+    x = torch.randn(200, 512).bfloat16()
+    whole = x @ layer.unpacked(0, 1024)
+    monkeypatch.setattr(int4, "UNPACK_WEIGHTS", 3 * 512 * layer.block_width)  # 3 blocks, then 3, ..., 1
+    assert torch.equal(layer.unpacked_product(x), whole)
+
+
+def test_a_layer_not_in_whole_blocks_uses_the_kernel():
+    torch.manual_seed(2)
+    layer = Int4Linear(torch.randn(48, 256) * 0.02, None)  # 48 outputs: no whole block of 32 or 64
+    assert layer.block_width is None
+    x = torch.randn(int4.UNPACK_ROWS, 256)
+    kernel = torch.ops.aten._weight_int4pack_mm_for_cpu(
+        x.bfloat16(), layer.packed, layer.group_size, layer.scales_and_zeros
+    )
+    assert torch.equal(layer(x), kernel.float())
+
+
+@pytest.mark.parametrize("capability, width", [("avx2", 32), ("avx512", 64)])
+def test_the_packed_layout_is_read_for_each_cpu_capability(capability, width):
+    """PyTorch packs 4-bit weights differently for AVX2 and AVX-512 (ATEN_CPU_CAPABILITY picks the
+    kernels, as the CPU would): the probe finds each, and the unpacked weights are the kernel's."""
+    script = (
+        "import torch; from infill.models import int4; torch.manual_seed(0)\n"
+        "layer = int4.Int4Linear(torch.randn(256, 512) * 0.02, None)\n"
+        "kernels = layer.dequantized()\n"
+        "unpacked = layer.unpacked(0, 256).float().t()\n"
+        "print(int4.packed_block_width(), float((unpacked - kernels).abs().max() / kernels.abs().max()))\n"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    found, error = done.stdout.split()
+    if capability == "avx512" and found == "32":
+        pytest.skip("this CPU has no AVX-512: PyTorch fell back to its AVX2 kernels")
+    assert int(found) == width
+    assert float(error) <= 2**-7
