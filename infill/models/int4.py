@@ -82,7 +82,7 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
-        if len(rows) >= UNPACK_ROWS and self.block_width:
+        if len(rows) >= UNPACK_ROWS and self.block_width and not rows.requires_grad:  # out= takes no grad
             y = self.unpacked_product(rows)
         else:
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(
