@@ -13,11 +13,15 @@ layout (tests/checkpoints.py) is loaded on the device:
 - a greedy fill with `--protocol authors` on the device against the same on the CPU in float32:
   the committed ids, equal or not (a low-precision dtype can tip a near-tie);
 - a fill with the engine's own protocol: its exit code and time.
+- the same checkpoint with `--quantize int4` on the device: agreement with the float weights and
+  the largest log-probability difference (CUDA's 4-bit kernel, its byte order found by a probe).
 Then `infill-bench shapes` on `--shapes` (default dream-7b; "tiny" for the benchmark's tiny
-stand-ins): load, full pass, cached pass, fills at 4/8/16 passes, peak memory.
+stand-ins) for each form of `--quantize` (default: as stored, then int4): load, full pass, cached
+pass, fills at 4/8/16 passes, peak memory.
 
-Writes DIR/gpu_check.json and DIR/shapes.json, prints a table; exit 1 if a family's agreement
-is under 0.8 (the share the int8 tests ask for: tests/models/test_quantize.py) or a fill failed. It
+Writes DIR/gpu_check.json, DIR/shapes.json and DIR/shapes_int4.json, prints a table; exit 1 if a
+family's agreement with transformers, or its int4 weights' with its float ones, is under 0.8
+(the share the int8 tests ask for: tests/models/test_quantize.py), or a fill failed. It
 needs torch, transformers, tokenizers, safetensors, tree-sitter and tree-sitter-python; not
 pytest, pygls or the other grammars (the GPU machines lack them: docs/gpu-recipe.md, "Issue 26's
 GPU check", says how tree-sitter travels there).
@@ -85,6 +89,12 @@ def check_family(family: str, root: Path, device: str, dtype: str) -> dict:
         "refreshing_pass_agreement": agreement(ours[0, positions], refreshed[0]),
         "span_only_pass_agreement": agreement(ours[0, positions], span_only[0]),
     }
+    if dtype in ("bfloat16", "float32"):  # int4 on the device (clear margins here: HEAD_SCALE)
+        int4s = load(folder, device, dtype, quantize="int4")
+        got = int4s.logits(ids)
+        row["int4_agreement_with_float"] = agreement(ours[masked], got[masked])
+        int4_difference = (ours.float().log_softmax(-1) - got.float().log_softmax(-1))[masked].abs().max()
+        row["int4_max_logprob_difference"] = int4_difference.item()
     source = root / f"{family}_hole.py"
     source.write_text(HOLE_SOURCE)
     authors = ["--protocol", "authors", "--budget", "6", "--steps", "6"]
@@ -106,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--shapes", default="dream-7b",
                         help="shapes to time ('tiny': the stand-ins; '' for none)")  # fmt: skip
+    parser.add_argument("--quantize", default="none,int4",
+                        help="the weights' forms the shapes are timed in, each a table")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -122,12 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             failed |= row["agreement_with_transformers"] < AGREEMENT
             failed |= any(row[key] != 0 for key in ("authors_exit", "engine_exit", "cpu_exit"))
+            failed |= row.get("int4_agreement_with_float", 1.0) < AGREEMENT
         report["families"] = rows
-    if args.shapes:
+    for form in args.quantize.split(",") if args.shapes else []:
         shapes = ["--tiny"] if args.shapes == "tiny" else ["--shapes", args.shapes]
-        timing = ["--repeat", str(args.repeat), "--json", str(args.out / "shapes.json")]
-        code = bench.main(["shapes", *shapes, "--device", args.device, "--dtype", args.dtype, *timing])
-        report["shapes_exit"] = code
+        name = "shapes.json" if form == "none" else f"shapes_{form}.json"
+        timing = ["--repeat", str(args.repeat), "--json", str(args.out / name)]
+        weights = ["--device", args.device, "--dtype", args.dtype, "--quantize", form]
+        code = bench.main(["shapes", *shapes, *weights, *timing])
+        report["shapes_exit" if form == "none" else f"shapes_{form}_exit"] = code
         failed |= code != 0
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     return 1 if failed else 0

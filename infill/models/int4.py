@@ -34,6 +34,8 @@ import functools
 import torch
 from torch import nn
 
+from infill.errors import ModelError
+
 GROUP_SIZE = 128  # inputs sharing one scale and offset (docs/models.md, "4-bit weights")
 GROUP_SIZES = (256, 128, 64, 32)  # what the kernel accepts
 INNER_K_TILES = 2  # the kernel's packing parameter (2, 4, 8: equally fast here)
@@ -73,7 +75,7 @@ class Int4Linear(nn.Module):
         self.register_buffer("packed", packed)
         self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
-        width = packed_block_width()
+        width = packed_block_width() if self.packed.device.type == "cpu" else None
         self.block_width = width if width and self.out_features % width == 0 else None
 
     @classmethod
@@ -85,9 +87,7 @@ class Int4Linear(nn.Module):
         if len(rows) >= UNPACK_ROWS and self.block_width and not rows.requires_grad:  # out= takes no grad
             y = self.unpacked_product(rows)
         else:
-            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-                rows, self.packed, self.group_size, self.scales_and_zeros
-            )
+            y = kernel(self.packed)(rows, self.packed, self.group_size, self.scales_and_zeros)
         y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
         return y if self.bias is None else y + self.bias.to(x.dtype)
 
@@ -128,10 +128,8 @@ class Int4Linear(nn.Module):
     def dequantized(self) -> torch.Tensor:
         """The weights as the kernel sees them, (out, in) in float32: the layer applied to the
         identity (for tests and measurements; as big as the float weights)."""
-        eye = torch.eye(self.in_features, dtype=torch.bfloat16)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            eye, self.packed, self.group_size, self.scales_and_zeros
-        )
+        eye = torch.eye(self.in_features, dtype=torch.bfloat16, device=self.packed.device)
+        y = kernel(self.packed)(eye, self.packed, self.group_size, self.scales_and_zeros)
         return y.float().t().contiguous()
 
     def nbytes(self) -> int:
@@ -159,11 +157,20 @@ def packed_block_width() -> int | None:
     return None
 
 
+def kernel(packed: torch.Tensor):
+    """PyTorch's 4-bit product for weights packed on `packed`'s device: the CPU's or CUDA's."""
+    if packed.device.type == "cuda":
+        return torch.ops.aten._weight_int4pack_mm
+    return torch.ops.aten._weight_int4pack_mm_for_cpu
+
+
 def quantize_int4(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`weight` (out, in) -> the kernel's packed 4-bit weights and its (in / group, out, 2)
-    bfloat16 table of scales and offsets, a block of QUANTIZE_ROWS rows at a time."""
+    bfloat16 table of scales and offsets, a block of QUANTIZE_ROWS rows at a time, on the weight's
+    device (the CPU, or CUDA: `pack_for_cuda`)."""
     rows, columns = weight.shape
     groups = columns // group_size
+    on_cuda = weight.device.type == "cuda"
     packed, scales, zeros = [], [], []
     for start in range(0, rows, QUANTIZE_ROWS):
         block = (
@@ -172,9 +179,50 @@ def quantize_int4(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, 
         low = block.amin(-1, keepdim=True)
         scale = (block.amax(-1, keepdim=True) - low).div_(15).clamp_(min=1e-10)
         q = block.sub_(low).div_(scale).round_().clamp_(0, 15).to(torch.int32).reshape(-1, columns)
-        packed.append(torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, INNER_K_TILES))
+        if on_cuda:  # packed whole below: CUDA's layout is not one of row blocks
+            packed.append(nibble_bytes(q, cuda_high_nibble_first(weight.device)))
+        else:
+            packed.append(torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, INNER_K_TILES))
         scales.append(scale.squeeze(-1))
         zeros.append(low.squeeze(-1) + 8 * scales[-1])
         del block, q
-    table = torch.stack([torch.cat(scales).t(), torch.cat(zeros).t()], dim=-1)
-    return torch.cat(packed), table.to(torch.bfloat16).contiguous()
+    table = torch.stack([torch.cat(scales).t(), torch.cat(zeros).t()], dim=-1).to(torch.bfloat16).contiguous()
+    if on_cuda:
+        nibbles = torch.cat(packed)
+        return torch.ops.aten._convert_weight_to_int4pack(nibbles, cuda_inner_k_tiles(columns)), table
+    return torch.cat(packed), table
+
+
+def nibble_bytes(q: torch.Tensor, high_first: bool) -> torch.Tensor:
+    """(out, in) values 0-15 -> (out, in / 2) bytes, two neighbouring inputs a byte: the first
+    in the high four bits (`high_first`) or the low four."""
+    first, second = q[:, 0::2], q[:, 1::2]
+    high, low = (first, second) if high_first else (second, first)
+    return (high << 4 | low).to(torch.uint8)
+
+
+def cuda_inner_k_tiles(in_features: int) -> int:
+    """CUDA's packing parameter for a layer of `in_features` inputs: the largest of 8, 4, 2 with
+    `in_features` a multiple of 16 times it (a group size of 32 or more makes 2 always fit)."""
+    return next(tiles for tiles in (8, 4, 2) if in_features % (16 * tiles) == 0)
+
+
+@functools.cache
+def cuda_high_nibble_first(device: torch.device) -> bool:
+    """Which of a byte's halves CUDA's packing reads first, found by packing a probe on `device`
+    and multiplying the identity by it (scales 1, offsets 8: the weights come back as they went
+    in). ModelError where neither order does: then this GPU cannot run int4."""
+    rows, columns = 64, 128
+    q = (torch.arange(rows * columns, device=device) * 7 % 16).reshape(rows, columns).to(torch.int32)
+    table = torch.ones(1, rows, 2, dtype=torch.bfloat16, device=device) * torch.tensor(
+        [1.0, 8.0], dtype=torch.bfloat16, device=device
+    )
+    eye = torch.eye(columns, dtype=torch.bfloat16, device=device)
+    for high_first in (True, False):
+        packed = torch.ops.aten._convert_weight_to_int4pack(
+            nibble_bytes(q, high_first), cuda_inner_k_tiles(columns)
+        )
+        weights = torch.ops.aten._weight_int4pack_mm(eye, packed, columns, table).t()
+        if torch.equal(weights.to(torch.int32), q):
+            return high_first
+    raise ModelError(f"--quantize int4: PyTorch's 4-bit packing on {device} is not one infill reads")

@@ -19,7 +19,8 @@ checkpoint's dtype (`Quantizing.stored`), so a 7B bfloat16 checkpoint never has 
     "none"  the weights as stored
     "int8"  as above; the CPU in float32 only (those kernels exist nowhere else), on infill's own
             implementation of each family (not under `trust_remote_code`): refused otherwise
-    "int4"  as above; the CPU only (float32 or bfloat16 networks), infill's own implementation
+    "int4"  as above; the CPU (float32 or bfloat16 networks) or CUDA (the embedding table stays
+            as stored there), infill's own implementation
     "auto"  (the default) on the CPU, for networks of QUANTIZE_FROM parameters or more, the fastest
             form that fits in memory (`chosen_quantization`): int8 (or bfloat16), else int4
 
@@ -55,7 +56,7 @@ the shipped model (10.4M), whose held-out quality decided it (docs/models.md).""
 
 def check_quantize(quantize: str, device: str | torch.device | None) -> None:
     """ModelError, before anything is loaded, when `quantize` is unknown or `device` (as asked:
-    "cuda", "mps", "cpu") is not the CPU."""
+    "cuda", "mps", "cpu") has no kernel for it: int8 runs on the CPU, int4 on the CPU and CUDA."""
     if quantize not in QUANTIZE_MODES:
         raise ModelError(f"unknown quantization {quantize!r} ({', '.join(QUANTIZE_MODES)})")
     if quantize not in ("int8", "int4") or device is None:
@@ -64,10 +65,11 @@ def check_quantize(quantize: str, device: str | torch.device | None) -> None:
         kind = torch.device(device).type
     except (RuntimeError, TypeError):
         return  # not a device at all: infill.models.pick_device says so
-    if kind != "cpu":
+    devices = ("cpu", "cuda") if quantize == "int4" else ("cpu",)
+    if kind not in devices:
         raise ModelError(
-            f"--quantize {quantize} runs on the CPU only (PyTorch's {quantize} kernels used are CPU "
-            f"ones), not on {device}: use --device cpu, or drop --quantize"
+            f"--quantize {quantize} runs on {' and '.join(devices)} (PyTorch's {quantize} kernels), "
+            f"not on {device}: use --device cpu, or drop --quantize"
         )
 
 
@@ -136,7 +138,7 @@ def quantizing(
     if quantize == "auto":
         print(f"infill: {kind} weights (--quantize auto; --quantize none keeps them as stored)",
               file=sys.stderr)  # fmt: skip
-    return Quantizing(network, kind, dtype)
+    return Quantizing(network, kind, dtype, int8_embedding=device.type == "cpu")
 
 
 def quantized_kind(network: nn.Module) -> str:
@@ -164,14 +166,21 @@ class Quantizing:
     Call `loaded(name)` after the parameter `name` (as `named_parameters` names it) got its value;
     `stored(name)`: whether that parameter may keep the checkpoint's dtype (int4 packs any float)."""
 
-    def __init__(self, network: nn.Module, kind: str = "int8", dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        network: nn.Module,
+        kind: str = "int8",
+        dtype: torch.dtype = torch.float32,
+        int8_embedding: bool = True,
+    ):
         self.network = network
         self.kind = kind
         self.dtype = dtype  # the network's: what the embedding's rows are turned back into
         untie_head = getattr(network, "untie_head", None)
         if untie_head is not None:
             untie_head()
-        kinds = (nn.Linear, nn.Embedding) if isinstance(network, Decoder) else (nn.Linear,)
+        rows = isinstance(network, Decoder) and int8_embedding  # not on a GPU: its table stays bfloat16
+        kinds = (nn.Linear, nn.Embedding) if rows else (nn.Linear,)
         canonical = {id(parameter): name for name, parameter in network.named_parameters()}
         self.waiting: dict[str, set[str]] = {}  # layer -> its parameters not loaded yet
         for name, module in network.named_modules():

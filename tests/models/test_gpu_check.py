@@ -26,3 +26,5 @@ def test_the_gpu_check_passes_on_the_cpu_in_float32(tmp_path):
     for row in report["families"]:
         assert row["agreement_with_transformers"] == 1.0 and row["max_logprob_difference"] < 1e-3
         assert row["span_only_pass_agreement"] == 1.0 and row["authors_ids_equal_cpu_float32"] is True
+        assert row["int4_agreement_with_float"] >= gpu_check.AGREEMENT  # clear margins: few flips
+        assert row["int4_max_logprob_difference"] > 0  # but the weights did change

@@ -190,8 +190,9 @@ def test_auto_takes_the_fastest_form_that_fits_in_memory_else_int4(tiny, monkeyp
 def test_int4_is_refused_where_it_cannot_run(tmp_path, capsys):
     path = tmp_path / "sample.py"
     path.write_text("def f(x):\n    return x + 1\n")
-    assert main([str(path), "--lines", "2", "--quantize", "int4", "--device", "cuda"]) == EXIT_MODEL
-    assert "--quantize int4 runs on the CPU only" in capsys.readouterr().err
+    assert main([str(path), "--lines", "2", "--quantize", "int4", "--device", "mps"]) == EXIT_MODEL
+    assert "--quantize int4 runs on cpu and cuda" in capsys.readouterr().err
+    quantize.check_quantize("int4", "cuda")  # CUDA has a 4-bit kernel of its own: not refused
     with pytest.raises(ModelError, match="float32 or bfloat16 networks"):
         load(None, "cpu", "float16", quantize="int4")
     with pytest.raises(ModelError, match="unknown quantization 'int2'"):
@@ -272,3 +273,27 @@ def test_the_packed_layout_is_read_for_each_cpu_capability(capability, width):
         pytest.skip("this CPU has no AVX-512: PyTorch fell back to its AVX2 kernels")
     assert int(found) == width
     assert float(error) <= 2**-7
+
+
+def test_cuda_packing_bytes_and_tiles():
+    """What CUDA's packing is given (its kernel runs on a GPU only: docs/gpu-recipe.md's check
+    runs it, and `cuda_high_nibble_first` finds the byte order there with a probe): two inputs a
+    byte in either order, and the tile parameter the layer's inputs allow."""
+    q = torch.tensor([[1, 2, 3, 4], [15, 0, 7, 8]], dtype=torch.int32)
+    assert int4.nibble_bytes(q, high_first=True).tolist() == [[0x12, 0x34], [0xF0, 0x78]]
+    assert int4.nibble_bytes(q, high_first=False).tolist() == [[0x21, 0x43], [0x0F, 0x87]]
+    assert int4.nibble_bytes(q, True).dtype == torch.uint8
+    assert [int4.cuda_inner_k_tiles(n) for n in (3584, 896, 96, 64, 32)] == [8, 8, 2, 4, 2]
+
+
+def test_int4_on_cuda_keeps_the_embedding_as_stored(tiny):
+    """On CUDA the linear layers are packed and the embedding table stays as stored (its int8 rows
+    are the CPU's quantized tensors). The quantizer is asked for CUDA's plan and run on the CPU's
+    tensors: which layers are packed does not depend on where they are."""
+    network = load(tiny("Dream"), "cpu", "bfloat16").network
+    loading = quantize.quantizing("int4", network, torch.device("cuda"), torch.bfloat16)
+    for name, _ in list(network.named_parameters()):
+        loading.loaded(name)
+    assert type(network.embed) is nn.Embedding and network.embed.weight.dtype == torch.bfloat16
+    linear = [name for name, m in network.named_modules() if isinstance(m, Int4Linear)]
+    assert "head" in linear and len(linear) == 1 + 7 * len(network.layers)

@@ -98,8 +98,8 @@ def test_int8_is_refused_where_it_cannot_run(tmp_path, capsys):
     path = tmp_path / "sample.py"
     path.write_text("def f(x):\n    return x + 1\n")
     assert main([str(path), "--lines", "2", "--quantize", "int8", "--device", "cuda"]) == EXIT_MODEL
-    assert "--quantize int8 runs on the CPU only" in capsys.readouterr().err
-    with pytest.raises(ModelError, match="runs on the CPU only"):
+    assert "--quantize int8 runs on cpu (PyTorch's int8 kernels), not on cuda" in capsys.readouterr().err
+    with pytest.raises(ModelError, match="runs on cpu"):
         load(None, "mps", quantize="int8")
     with pytest.raises(ModelError, match="quantizes float32 weights, not bfloat16"):
         load(None, "cpu", "bfloat16", quantize="int8")
