@@ -83,7 +83,7 @@ class Int4Linear(nn.Module):
         return cls(linear.weight, linear.bias, group_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
         if len(rows) >= UNPACK_ROWS and self.block_width and not rows.requires_grad:  # out= takes no grad
             y = self.unpacked_product(rows)
         else:
