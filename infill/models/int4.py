@@ -1,4 +1,4 @@
-"""4-bit weights on the CPU (`--quantize int4`): a linear layer's weights as 4-bit integers with
+"""4-bit weights (`--quantize int4`), on the CPU and on CUDA: a linear layer's weights as 4-bit integers with
 one scale and one offset for each group of GROUP_SIZE consecutive inputs of an output row, multiplied
 by PyTorch's own weight-only kernel (`torch.ops.aten._weight_int4pack_mm_for_cpu`, the one PyTorch's
 CPU LLM examples and torchao use). The activations stay bfloat16 and are never quantized; each group
@@ -25,6 +25,10 @@ The kernel asks for an output size that is a multiple of 16 and a group size of 
 that divides the input size; a layer that cannot meet that keeps its float weights (`packable`).
 How big a group: measured in docs/models.md ("4-bit weights"): smaller groups follow the weights
 more closely at no speed cost in the kernel but more memory for the scales.
+
+On CUDA the same numbers go to PyTorch's CUDA kernel (`torch.ops.aten._weight_int4pack_mm`, `kernel`),
+each layer packed whole (`quantize_int4`); the byte order its packing expects is found by a probe
+on the GPU (`cuda_high_nibble_first`). Not yet run on a GPU: docs/gpu-recipe.md's check runs it.
 """
 
 from __future__ import annotations
