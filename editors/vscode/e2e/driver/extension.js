@@ -23,10 +23,10 @@ function sleep(ms) {
 }
 
 /**
- * The code actions VS Code's light bulb would list for `range`. VS Code cancels a code action
- * request when the editor changes under it (its own light-bulb request racing ours on a busy
- * machine: "Canceled" once in a full test run), as it does for a user, who gets the next one; so
- * a cancelled request is asked again, twice at most, and counted in `result.cancelled`.
+ * The code actions VS Code's light bulb would list for `range`. VS Code at times cancels the
+ * request on its side ("Canceled" in two full test runs out of three, the TypeScript case, while
+ * the server had answered it; a user's light bulb just asks again); so a cancelled request is
+ * asked again, twice at most, and counted in `result.cancelled`.
  */
 async function codeActions(uri, range, result) {
     for (let attempt = 0; ; attempt += 1) {
