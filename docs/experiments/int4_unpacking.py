@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from infill.models.int4 import Int4Linear, packed_block_width
+from infill.models.int4 import Int4Linear, kernel, packed_block_width
 from infill.models.weights import return_big_blocks
 
 LAYERS = {  # (outputs, inputs)
@@ -33,9 +33,7 @@ ROWS = (64, 96, 128, 192, 256, 512)
 
 
 def kernel_product(x: torch.Tensor, layer: Int4Linear) -> torch.Tensor:
-    return torch.ops.aten._weight_int4pack_mm_for_cpu(
-        x, layer.packed, layer.group_size, layer.scales_and_zeros
-    )
+    return kernel(layer.packed)(x, layer.packed, layer.group_size, layer.scales_and_zeros)
 
 
 def best_ms(product, x: torch.Tensor, layers: list[Int4Linear], repeat: int = 3) -> float:

@@ -316,12 +316,12 @@ def task_json(reviewed: Reviewed, threshold: float, ratio: float) -> dict:
     """A task, its bug, the model's five most doubted tokens, its findings at `threshold` and every
     candidate as [start, end, token start, score, favourite's probability, entropy] (to rank
     them again)."""
-    lowest = sorted(reviewed.candidates, key=lambda c: -c.doubt)[:5]
+    doubted = sorted(reviewed.candidates, key=lambda c: -c.doubt)[:5]
     found = findings_at(reviewed.candidates, threshold, ratio)
     text = reviewed.task.text
     return {**reviewed.task.to_json(), "seconds": round(reviewed.seconds, 3), "passes": reviewed.passes,
             "candidates": len(reviewed.candidates),
-            "model_top5": [[c.text, round(c.score, 6)] for c in lowest],
+            "model_top5": [[c.text, round(c.score, 6)] for c in doubted],
             "model_rank": model_rank(reviewed),
             "findings": [[text[f.start : f.end], round(f.score, 6),
                           overlaps(f.start, f.end, reviewed.task.ranges)] for f in found],

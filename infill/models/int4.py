@@ -1,9 +1,10 @@
-"""4-bit weights (`--quantize int4`), on the CPU and on CUDA: a linear layer's weights as 4-bit integers with
-one scale and one offset for each group of GROUP_SIZE consecutive inputs of an output row, multiplied
-by PyTorch's own weight-only kernel (`torch.ops.aten._weight_int4pack_mm_for_cpu`, the one PyTorch's
-CPU LLM examples and torchao use). The activations stay bfloat16 and are never quantized; each group
-of weights is turned back into numbers inside the kernel, so a pass reads 4.25 bits a weight
-(4, plus two bfloat16 numbers per group of 128) instead of 16: a 7B network's layers in 3.5 GB.
+"""4-bit weights (`--quantize int4`), on the CPU and on CUDA: a linear layer's weights as 4-bit
+integers with one scale and one offset for each group of GROUP_SIZE consecutive inputs of an output
+row, multiplied by PyTorch's own weight-only kernel (`torch.ops.aten._weight_int4pack_mm_for_cpu`,
+the one PyTorch's CPU LLM examples and torchao use). The activations stay bfloat16 and are never
+quantized; each group of weights is turned back into numbers inside the kernel, so a pass reads
+4.25 bits a weight (4, plus two bfloat16 numbers per group of 128) instead of 16: a 7B network's
+layers in 3.5 GB.
 
     weight ~= (q - 8) * scale + zero      q in 0..15, per (row, group): scale = (max - min) / 15,
                                           zero = min + 8 * scale (min-max, asymmetric)
@@ -171,7 +172,7 @@ def kernel(packed: torch.Tensor):
 def quantize_int4(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`weight` (out, in) -> the kernel's packed 4-bit weights and its (in / group, out, 2)
     bfloat16 table of scales and offsets, a block of QUANTIZE_ROWS rows at a time, on the weight's
-    device (the CPU, or CUDA: `pack_for_cuda`)."""
+    device (on CUDA the blocks' bytes, `nibble_bytes`, are packed at the end, all at once)."""
     rows, columns = weight.shape
     groups = columns // group_size
     on_cuda = weight.device.type == "cuda"
