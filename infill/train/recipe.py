@@ -443,6 +443,10 @@ def export(
         prior = json.loads((Path(settings.init_from) / "training.json").read_text())
         minutes = (state["seconds"] - (prior.get("seconds") or 0.0)) / 60
         before = f"{prior.get('steps', 0)} steps of: {prior.get('origin', settings.init_from)}"
+        layers = json.loads((Path(settings.init_from) / "config.json").read_text())["num_layers"]
+        if settings.model.get("num_layers", layers) != layers:  # --grow-layers (infill.train.grow)
+            grown = settings.model["num_layers"]
+            before = f"{layers} layers grown to {grown} (infill.train.grow) from {before}"
         origin = f"infill-train recipe, {minutes:.1f} min on {device}, trained on from {before}"
         first = log[0]["step"] if log else state["step"]
         log = [row for row in prior.get("log", []) if row.get("step", 0) < first] + log

@@ -222,7 +222,11 @@ def test_ranking_on_the_samplers_first_pass_is_ranking_on_a_pass_of_recalls_own(
         with_view, _ = recall(backend, decoder, sampled, sampled.first_view)
         without, _ = recall(backend, decoder, sampled)
         assert torch.equal(with_view.ids, without.ids)
-        assert with_view.stats.forward_passes + 1 == without.stats.forward_passes
+        # With the first view recall runs no pass of its own; without it, one where it ranks
+        # offers (FAR_LINE's repeat always; the other line's fill may have no candidate lines).
+        assert with_view.stats.forward_passes == sampled.stats.forward_passes
+        own_pass = without.stats.forward_passes - sampled.stats.forward_passes
+        assert own_pass == 1 if line == FAR_LINE else own_pass in (0, 1), (line, own_pass)
 
 
 def test_the_cli_recalls_a_line_and_says_so_and_no_recall_turns_it_off(tmp_path, capsys):

@@ -261,13 +261,16 @@ def lsp_answers(options: dict) -> tuple[list, list, list]:
     """A real language server (another process) with `options`: the inline completion in the
     middle of line 13, and the edits of "fill selection" and of "fix selection" on that line, as
     the client gets them. Each asks of a document of its own (the same text under three names):
-    in-process, a document's later requests run on the context its first one kept, which a
-    server does not keep; the first computes it exactly, as a server does (idleRefresh 0: no
-    context is prepared ahead)."""
+    in-process, a document's later passes that start a fill run on the context its first one
+    kept (infill.engine.kept_context), which a server does not keep. So each request is one fill:
+    its first pass computes the context exactly, as a server does (idleRefresh 0: no context is
+    prepared ahead; no syntax retries, token edits or fresh fills, whose fills would start on
+    the kept context)."""
     from lsp_raw import RawServer
 
+    one_fill = {"retries": 0, "tokenEdits": 0, "freshFills": 0}
     with RawServer() as server:
-        server.initialize({**options, "idleRefresh": 0})
+        server.initialize({**options, **one_fill, "idleRefresh": 0})
         uris = [f"file:///project/counter_{n}.py" for n in range(3)]
         for uri in uris:
             server.open(uri, COUNTER_MODULE)

@@ -76,6 +76,8 @@ def test_the_recipe_trains_a_grown_model_on_and_exports_it(tmp_path: Path):
     assert train_main(args("grown", layers + 1)) == 0
     exported = json.loads((tmp_path / "grown" / "export" / "config.json").read_text())
     assert exported["num_layers"] == layers + 1
+    origin = json.loads((tmp_path / "grown" / "export" / "training.json").read_text())["origin"]
+    assert f"trained on from {layers} layers grown to {layers + 1} (infill.train.grow) from " in origin
     with pytest.raises(SystemExit, match="has .* layers already"):
         train_main(args("smaller", layers - 1))
     with pytest.raises(SystemExit, match="give both"):
