@@ -91,6 +91,18 @@ class Metrics:
                    [("", driver.most_requests)])  # fmt: skip
             metric("infill_forward_seconds_total", "counter", "Time spent in forward passes.",
                    [("", driver.forward_seconds)])  # fmt: skip
+            kinds = sorted(driver.by_kind.items())
+            for index, (name, what) in enumerate([("passes", "Forward passes"), ("rows", "Canvas rows"),
+                                                  ("seconds", "Time in forward passes")]):  # fmt: skip
+                metric(f"infill_forward_{name}_by_kind_total", "counter",
+                       f"{what}, by kind of pass (full, refresh, span).",
+                       [(f'{{kind="{kind}"}}', counts[index]) for kind, counts in kinds])  # fmt: skip
+            metric("infill_forward_takes_total", "counter",
+                   "Times the batching loop took pending passes (one forward or more: one per kind).",
+                   [("", driver.takes)])  # fmt: skip
+            metric("infill_forward_early_takes_total", "counter",
+                   "Forwards taken while a live request was still busy between its passes.",
+                   [("", driver.early_takes)])  # fmt: skip
             metric("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
                    [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS])
         resident = resident_bytes()

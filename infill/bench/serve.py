@@ -68,6 +68,11 @@ class Level:
     shared: float  # share of the level's passes that carried several requests
     memory_mib: float | None  # the replica's resident memory at the level's end
     errors: list[str] = field(default_factory=list)  # the first few failures' statuses and words
+    # Where the forward time went, by kind of pass (full, refresh, span): forwards, rows per
+    # forward and forward ms per fill answered; and the share of the driver's takes that left
+    # while a live request was still busy between its passes (/metrics' *_by_kind_*, *_takes_*).
+    by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
+    early_takes: float | None = None
 
 
 @dataclass
@@ -197,11 +202,17 @@ class DriverTarget:
         stats = self.driver.stats()
         device = getattr(self.denoiser, "device", None)
         memory = resident_mib(device if device is not None else torch.device("cpu"))
+        by_kind = {f'infill_forward_{name}_by_kind_total{{kind="{kind}"}}': counts[index]
+                   for kind, counts in stats.by_kind.items()
+                   for index, name in enumerate(("passes", "rows", "seconds"))}  # fmt: skip
         return {
             "infill_forward_passes_total": stats.passes,
             "infill_forward_rows_total": stats.rows,
             "infill_forward_shared_passes_total": stats.shared_passes,
             "infill_forward_seconds_total": stats.forward_seconds,
+            "infill_forward_takes_total": stats.takes,
+            "infill_forward_early_takes_total": stats.early_takes,
+            **by_kind,
             "process_resident_memory_bytes": memory * 2**20,
         }
 
@@ -286,7 +297,27 @@ def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> 
         shared=shared / passes if passes else 0.0,
         memory_mib=memory_mib(after),
         errors=load.failed[:3],
+        by_kind=forwards_by_kind(grown, after, fills),
+        early_takes=grown("infill_forward_early_takes_total") / takes if (takes := grown(
+            "infill_forward_takes_total")) else None,  # fmt: skip
     )
+
+
+def forwards_by_kind(grown, after: dict[str, float], fills: int) -> dict[str, dict[str, float]]:
+    """Per kind of pass named in the /metrics read `after` the level: its forwards, rows per
+    forward and forward ms per fill over the level (`grown(name)`: the growth of a counter)."""
+    counters = [name for name in after if name.startswith("infill_forward_passes_by_kind_total")]
+    kinds = sorted(name.split('"')[1] for name in counters)
+    found = {}
+    for kind in kinds:
+        label = f'{{kind="{kind}"}}'
+        forwards = grown(f"infill_forward_passes_by_kind_total{label}")
+        if forwards:
+            rows = grown(f"infill_forward_rows_by_kind_total{label}")
+            seconds = grown(f"infill_forward_seconds_by_kind_total{label}")
+            found[kind] = {"forwards": forwards, "rows_per_forward": rows / forwards,
+                           "ms_per_fill": seconds * 1000 / fills if fills else 0.0}  # fmt: skip
+    return found
 
 
 def run_soak(target: Any, bodies: list[dict], clients: int, seconds: float) -> Soak:
@@ -379,6 +410,12 @@ def bench_serve(target: Any, clients: list[int], seconds: float, soak: float = 0
               f"{level.p50:>7.3f} {level.p50 / one.p50:>6.2f} {level.p95:>7.3f} {level.p99:>7.3f} "
               f"{level.rows_per_pass:>9.2f} {level.shared:>7.0%} {level.forward_ms_per_fill:>11.0f} "
               f"{level.failed:>6} {level.memory_mib or 0:>6.0f}", flush=True)  # fmt: skip
+        kinds = "; ".join(f"{kind} {k['forwards']:.0f} forwards x {k['rows_per_forward']:.1f} rows, "
+                          f"{k['ms_per_fill']:.0f} ms/fill" for kind, k in level.by_kind.items())  # fmt: skip
+        if kinds:
+            early = level.early_takes
+            early = "" if early is None else f"; takes before all were pending {early:.0%}"
+            print(f"        by kind: {kinds}{early}", flush=True)
         for error in level.errors:
             print(f"        failed: {error}", file=sys.stderr)
     result: dict = {"target": where, "seconds": seconds, "levels": [asdict(level) for level in levels]}

@@ -48,7 +48,9 @@ the in-process ones (tests/engine/test_batching.py: every mode and the authors' 
 
 Counters (`DriverStats`, what a server's /metrics reads): forwards run, rows they carried, the
 most rows and requests in one, forwards shared by several requests, the queue and the live
-requests, and how requests ended.
+requests, and how requests ended; then, to tell where a forward's time goes, the forwards, rows
+and seconds of each kind of pass, and the takes that left before every live request had its
+pass pending (the gather waited `gather_s` for a request still busy between its passes).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -117,6 +119,9 @@ class DriverStats:
     finished: int  # returned a result
     cancelled: int  # left on Cancelled
     failed: int  # raised anything else
+    takes: int = 0  # times the loop took pending passes (each one forward or more: one per kind)
+    early_takes: int = 0  # of those, taken while a live request had no pass pending yet
+    by_kind: dict[str, tuple[int, int, float]] = field(default_factory=dict)  # kind: forwards, rows, s
 
     @property
     def rows_per_pass(self) -> float:
@@ -178,7 +183,9 @@ class BatchingDriver:
         self._closing = False
         self._stopped: BaseException | None = None  # what ended the loop, if anything did
         self._counts = dict(passes=0, rows=0, most_rows=0, most_requests=0, shared_passes=0,
-                            forward_seconds=0.0, finished=0, cancelled=0, failed=0)  # fmt: skip
+                            forward_seconds=0.0, finished=0, cancelled=0, failed=0, takes=0,
+                            early_takes=0)  # fmt: skip
+        self._by_kind: dict[str, tuple[int, int, float]] = {}
 
     # ------------------------------------------------------------------ the caller's side
 
@@ -217,7 +224,8 @@ class BatchingDriver:
 
     def stats(self) -> DriverStats:
         with self._lock:
-            return DriverStats(**self._counts, queued=len(self._queue), live=len(self._live))
+            return DriverStats(**self._counts, queued=len(self._queue), live=len(self._live),
+                               by_kind=dict(self._by_kind))  # fmt: skip
 
     # ------------------------------------------------------------------ the requests' threads
 
@@ -291,6 +299,8 @@ class BatchingDriver:
             if pending:
                 waited = time.monotonic() - min(t.since for t in pending)
                 if len(pending) == len(self._live) or waited >= self.gather_s:
+                    self._counts["takes"] += 1
+                    self._counts["early_takes"] += int(len(pending) < len(self._live))
                     return self._take(pending)
                 self._lock.wait(self.gather_s - waited)
             else:
@@ -363,3 +373,5 @@ class BatchingDriver:
         counts["most_requests"] = max(counts["most_requests"], len(group))
         counts["shared_passes"] += int(len(group) > 1)
         counts["forward_seconds"] += seconds
+        forwards, kind_rows, kind_seconds = self._by_kind.get(group[0].pending.kind, (0, 0, 0.0))
+        self._by_kind[group[0].pending.kind] = (forwards + 1, kind_rows + rows, kind_seconds + seconds)

@@ -208,6 +208,20 @@ def test_requests_of_different_lengths_share_forwards(tiny_backend):
         for out in results[name]:
             assert torch.allclose(out, alone, atol=1e-5) and torch.equal(out.argmax(-1), alone.argmax(-1))
     assert stats.passes == 4 and stats.rows == 12 and stats.most_requests == 3 and stats.shared_passes == 4
+    forwards, rows, seconds = stats.by_kind["refresh"]
+    assert list(stats.by_kind) == ["refresh"] and (forwards, rows) == (4, 12)
+    assert math.isclose(seconds, stats.forward_seconds)
+    assert (stats.takes, stats.early_takes) == (4, 0)  # every take waited for all three
+
+
+def test_a_take_that_leaves_while_a_request_is_busy_is_counted_early(tiny_backend):
+    """A request busy between its passes (parsing, choosing tokens) for longer than `gather_s`
+    does not hold the other up: the other's pass leaves without it, and the take is counted."""
+    busy = Passes(canvas(tiny_backend, 30), 3, pause=0.2)
+    quick = Passes(canvas(tiny_backend, 40), 12, pause=0.0)
+    _, stats = run_batched(tiny_backend, {"busy": busy, "quick": quick}, gather_s=0.005)
+    assert stats.early_takes >= 5 and stats.takes >= stats.early_takes
+    assert stats.passes == stats.by_kind["refresh"][0] and stats.rows == 15
 
 
 def test_fills_and_alternatives_on_the_tiny_model_batched(tiny_backend):

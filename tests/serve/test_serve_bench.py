@@ -29,6 +29,9 @@ def test_a_level_counts_its_fills_and_reads_the_servers_passes_and_memory(url):
     assert level.seconds >= 2.0 and level.p50 <= level.p95 <= level.p99
     assert 1.0 <= level.rows_per_pass <= 3 * 8  # at most every client's rows (8: a fill's alternatives)
     assert level.memory_mib is not None and level.memory_mib > 50
+    # the server's /metrics by kind of pass: the fills' refreshes and span passes, nothing else
+    assert set(level.by_kind) <= {"full", "refresh", "span"} and "refresh" in level.by_kind
+    assert level.by_kind["refresh"]["forwards"] > 0 and level.early_takes is not None
 
 
 def test_refused_fills_are_counted_as_failed_with_their_status(url):
@@ -61,4 +64,10 @@ def test_in_process_the_driver_batches_a_random_shapes_fills(tmp_path, capsys):
     one, four = json.loads(out.read_text())["levels"]
     assert one["fills"] > 0 and four["fills"] > 0 and one["failed"] == four["failed"] == 0
     assert one["rows_per_pass"] == 1.0 and four["rows_per_pass"] > 1.0 and four["shared"] > 0
-    assert "rows/pass" in capsys.readouterr().out
+    # random weights: a fill is one refresh and 7 span passes, whichever forwards they share
+    refresh, span = (one["by_kind"][kind] for kind in ("refresh", "span"))
+    assert set(one["by_kind"]) == {"refresh", "span"} and span["forwards"] == 7 * refresh["forwards"]
+    assert refresh["rows_per_forward"] == span["rows_per_forward"] == 1.0 and one["early_takes"] == 0
+    assert four["by_kind"]["span"]["rows_per_forward"] > 1.0 and 0 <= four["early_takes"] <= 1
+    printed = capsys.readouterr().out
+    assert "rows/pass" in printed and "by kind: refresh" in printed
