@@ -98,7 +98,7 @@ def build_app(replica: Replica) -> FastAPI:
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         asked, stream = openai_completions(await read_json(request, replica.config.body_limit))
-        runs = start_all(replica, asked)
+        runs = start_all(replica, asked, client_of(request))
         ident, created = f"cmpl-{secrets.token_hex(12)}", int(time.time())
         if stream:
             async def events() -> AsyncIterator[str]:
@@ -113,7 +113,7 @@ def build_app(replica: Replica) -> FastAPI:
     @app.post("/infill")
     async def infill(request: Request) -> Response:
         asked, stream = llama_infill(await read_json(request, replica.config.body_limit))
-        runs = start_all(replica, [asked])
+        runs = start_all(replica, [asked], client_of(request))
         if stream:
             async def events() -> AsyncIterator[str]:
                 async for _, choice in as_done(replica, runs):
@@ -129,7 +129,7 @@ def build_app(replica: Replica) -> FastAPI:
         started = time.perf_counter()
         if not asked.prefix and not asked.suffix:  # Ollama's way of loading a model: nothing to fill
             return JSONResponse(ollama_response(model.name, now(), "", True, 0))
-        runs = start_all(replica, [asked])
+        runs = start_all(replica, [asked], client_of(request))
         if stream:
             async def lines() -> AsyncIterator[str]:
                 async for _, choice in as_done(replica, runs):
@@ -157,8 +157,11 @@ def build_app(replica: Replica) -> FastAPI:
 
     @app.post("/v1/infill")
     async def edit(request: Request) -> Response:
-        asked = infill_request(await read_json(request, replica.config.body_limit), replica.tune)
-        result = await replica.run(asked.request, asked.timeout, request.is_disconnected)
+        body = await read_json(request, replica.config.body_limit)
+        asked = infill_request(body, replica.tune)
+        path = body.get("path") if isinstance(body.get("path"), str) else ""
+        result = await replica.run(asked.request, asked.timeout, request.is_disconnected,
+                                   client_of(request, path))  # fmt: skip
         return JSONResponse(asked.report(result))
 
     return app
@@ -183,7 +186,13 @@ class Run:
         return [self.first_index + k]
 
 
-def start_all(replica: Replica, asked: list[Completion]) -> list[Run]:
+def client_of(request: Request, path: str = "") -> str:
+    """Whose document a request is (its kept context's key, team_server.replica): the client the
+    gate let in (`GateMiddleware`), and the file's path where the request names one."""
+    return f"{getattr(request.state, 'client', '')}\n{path}"
+
+
+def start_all(replica: Replica, asked: list[Completion], client: str | None = None) -> list[Run]:
     """Every completion's requests submitted; if one is refused (503), those submitted are cancelled."""
     runs: list[Run] = []
     try:
@@ -192,7 +201,7 @@ def start_all(replica: Replica, asked: list[Completion]) -> list[Run]:
             run = Run(completion, index, [])
             runs.append(run)
             for request in completion.requests(replica.tune):
-                run.tickets.append(replica.submit(request, completion.timeout))
+                run.tickets.append(replica.submit(request, completion.timeout, client))
             index += completion.n
     except BaseException:
         cancel_all(runs)
@@ -343,7 +352,8 @@ class GateMiddleware:
             await send(message)
 
         try:
-            _, refusal = self.replica.gate.check(path, headers, client)
+            name, refusal = self.replica.gate.check(path, headers, client)
+            scope.setdefault("state", {})["client"] = name  # request.state.client: client_of
             if refusal is not None:
                 await refuse(path, refusal, scope, receive, counted)
             else:

@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "per replica (default %(default)s)")  # fmt: skip
     engine.add_argument("--burst", type=int, default=BURST, metavar="N",
                         help="requests a client may send at once before --rate applies (default %(default)s)")
+    engine.add_argument("--kept-contexts", type=int, default=0, metavar="N",
+                        help="keep the context of each client's last document, for N clients a replica, "
+                        "as the language server keeps an open document's: a next fill computes what "
+                        "changed, not its whole window (fills then differ from the CLI's in the last "
+                        "bits, as the language server's do; default 0: every request from nothing)")
     engine.add_argument("--cpus", type=int, default=None, metavar="N",
                         help="CPUs of the local Ray (default: all; not with --address)")  # fmt: skip
     return parser
@@ -89,14 +94,16 @@ def config_of(args: argparse.Namespace) -> tuple[ServerConfig, int, tuple[int, i
     for path in (args.tls_cert, args.tls_key):
         if path is not None and not path.is_file():
             raise ValueError(f"{path}: no such file")
-    if args.request_timeout <= 0 or args.max_queue < 0 or args.rate <= 0 or args.burst < 1:
-        raise ValueError("--request-timeout and --rate must be above 0, --max-queue 0 or more, "
-                         "--burst 1 or more")  # fmt: skip
+    counts = (args.max_queue, args.kept_contexts)
+    if args.request_timeout <= 0 or min(counts) < 0 or args.rate <= 0 or args.burst < 1:
+        raise ValueError("--request-timeout and --rate must be above 0, --max-queue and --kept-contexts "
+                         "0 or more, --burst 1 or more")  # fmt: skip
     tokens = tuple(sorted(load_tokens(args.tokens).items())) if args.tokens is not None else None
     config = ServerConfig(model=args.model, device=args.device, dtype=args.dtype, quantize=args.quantize,
                           threads=args.threads, max_queue=args.max_queue,
                           request_timeout=args.request_timeout, tokens=tokens, rate=args.rate,
-                          burst=args.burst, body_limit=BODY_LIMIT)  # fmt: skip
+                          burst=args.burst, body_limit=BODY_LIMIT,
+                          kept_contexts=args.kept_contexts)  # fmt: skip
     return config, args.replicas, autoscale
 
 

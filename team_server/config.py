@@ -30,6 +30,7 @@ class ServerConfig:
     rate: float = RATE
     burst: int = BURST
     body_limit: int = BODY_LIMIT
+    kept_contexts: int = 0  # clients' documents whose context is kept between requests; 0: none
 
     def limits(self) -> Limits:
         return Limits(self.rate, self.burst, self.body_limit)

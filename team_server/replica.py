@@ -12,6 +12,11 @@ request of the event loop becomes a ticket of the driver and back.
               answered 504
     tune      the options a client asked for, with the model family's recommended settings in
               the fields it left unset, as the CLI and the language server do
+    keep      with `kept_contexts` (`infill serve --kept-contexts N`), the context of each client's
+              last document (the client: its token's name, or its address without tokens; and
+              the file's path where the request names one), for the last N clients: its next
+              request's first pass computes what changed (infill.engine.kept_context), as the
+              language server's does in-process
 
 Requests run as the in-process path runs them (`pipeline.run`, in a thread of the driver), on the
 same denoiser: a replica's answers are the CLI's for the same request and settings.
@@ -26,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from infill.engine.batching import BatchingDriver, Ticket
+from infill.engine.kept_context import DocumentContexts, KeptContext
 from infill.engine.pipeline import Hooks
 from infill.models.defaults import TUNABLE, recommended_pass_budget, with_recommended
 from infill.models.model_info import model_card
@@ -58,6 +64,7 @@ class Replica:
         self.driver = BatchingDriver(denoiser, config.max_rows, config.max_live, config.gather_s).start()
         self.trimmer = Trimmer().start()  # freed memory back to the system (team_server.memory)
         self.gate = Gate(config.digests(), config.limits())
+        self.contexts = DocumentContexts(config.kept_contexts) if config.kept_contexts else None
         self.metrics = Metrics()
         self.started = time.time()
 
@@ -93,13 +100,23 @@ class Replica:
         limit = self.config.request_timeout
         return min(timeout, limit) if timeout else limit
 
-    def submit(self, request: Any, timeout: float | None = None) -> tuple[Ticket, float]:
-        """Queue `request` (503 when the queue is full): its ticket and its time limit in seconds."""
+    def submit(self, request: Any, timeout: float | None = None,
+               client: str | None = None) -> tuple[Ticket, float]:  # fmt: skip
+        """Queue `request` (503 when the queue is full): its ticket and its time limit in seconds.
+        `client`: whose document it is, for its kept context (None: none is kept)."""
         queued = self.driver.stats().queued
         if queued >= self.config.max_queue:
             raise Refused(busy(queued))
         seconds = self.deadline(timeout)
-        return self.driver.submit(request, Hooks(deadline=time.monotonic() + seconds)), seconds
+        hooks = Hooks(deadline=time.monotonic() + seconds)
+        return self.driver.submit(request, hooks, kept=self.kept_context(client)), seconds
+
+    def kept_context(self, client: str | None) -> KeptContext | None:
+        """The client's kept context, where contexts are kept and the network can keep one."""
+        if self.contexts is None or client is None:
+            return None
+        kept = self.contexts.denoiser(client, self.denoiser)
+        return kept if isinstance(kept, KeptContext) else None
 
     async def result(self, ticket: Ticket, seconds: float,
                      disconnected: Callable[[], Awaitable[bool]] | None = None) -> Any:  # fmt: skip
@@ -130,8 +147,9 @@ class Replica:
                 waiting.cancel()  # the shield's outer future: the ticket's own future is left alone
 
     async def run(self, request: Any, timeout: float | None = None,
-                  disconnected: Callable[[], Awaitable[bool]] | None = None) -> Any:  # fmt: skip
-        ticket, seconds = self.submit(request, timeout)
+                  disconnected: Callable[[], Awaitable[bool]] | None = None,
+                  client: str | None = None) -> Any:  # fmt: skip
+        ticket, seconds = self.submit(request, timeout, client)
         return await self.result(ticket, seconds, disconnected)
 
 

@@ -45,7 +45,7 @@ infill-bench review [--model DIR] [--files 10] [--clean 20] [--seed 0] [--kinds 
     best recall; time per 100 lines.
 
 infill-bench serve [--clients 1,2,4,8,16] [--seconds 30] [--soak SECONDS] [--soak-clients 8]
-                   [--url URL --token T | --in-process [--shapes dream-7b]] [--threads 2]
+                   [--url URL --token T | --in-process [--shapes dream-7b] [--kept-context]] [--threads 2]
                    [--json PATH] [--plot PATH]
     A team server (`infill serve`, started here unless --url names one) under N editors at
     once, each asking for the next one-line fill of a held-out file when its last one came
@@ -409,10 +409,10 @@ def in_process_target(args: argparse.Namespace):
         if args.threads:
             torch.set_num_threads(args.threads)
         denoiser = random_denoiser(name, device, dtype, args.quantize)
-        return DriverTarget(denoiser, random_weight_options())
+        return DriverTarget(denoiser, random_weight_options(), args.kept_context)
     denoiser = load(str(args.model) if args.model else None, args.device, args.dtype, threads=args.threads,
                     quantize=args.quantize)  # fmt: skip
-    return DriverTarget(denoiser)
+    return DriverTarget(denoiser, kept_context=args.kept_context)
 
 
 def pass_counts(text: str) -> tuple[int, ...]:
@@ -473,7 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kept-context", action="store_true",
                         help="quality: start each sampling from the last one's cache, moved (as the "
-                        "language server does: infill.engine.kept_context)")  # fmt: skip
+                        "language server does: infill.engine.kept_context); serve --in-process: each "
+                        "client keeps its document's context between its fills")  # fmt: skip
     parser.add_argument("--order", choices=ORDERS, default=SamplerConfig.order,
                         help="the unmasking rule: which masked positions a pass commits first")  # fmt: skip
     parser.add_argument("--block-length", type=int, default=None, metavar="N",

@@ -22,6 +22,9 @@ that one address only; every loop is bounded by its time.
 `--in-process` measures the batching core alone, without HTTP or Ray (a machine without them: a
 lent GPU): the replica's batching driver (infill.engine.batching) in this process, each client
 a thread that submits its fill and waits for it, the counters read from the driver itself. With
+`--kept-context` each client keeps its document's context between its fills, as the language
+server does in-process: the first pass of a next fill computes only what changed instead of the
+whole window. With
 `--shapes NAME` the model is that published shape with random weights (infill.bench.shapes: the
 real sizes without their weights); random weights never settle, so each fill runs its step cap
 (8 passes here), without syntax retries or recall.
@@ -167,13 +170,17 @@ class HttpTarget:
 
 class DriverTarget:
     """The batching driver in this process (no HTTP, no Ray): each body a FillRequest submitted
-    to it; the counters are the driver's own, under /metrics' names."""
+    to it; the counters are the driver's own, under /metrics' names. `kept_context`: each client
+    (thread) keeps its document's context between its fills, as a language server keeps an open
+    document's (infill.engine.kept_context): a next fill's first pass computes what changed."""
 
-    def __init__(self, denoiser: Any, options: Any = None) -> None:
-        from infill.engine.batching import BatchingDriver
+    def __init__(self, denoiser: Any, options: Any = None, kept_context: bool = False) -> None:
+        from infill.engine.batching import MAX_LIVE, BatchingDriver
+        from infill.engine.kept_context import DocumentContexts
 
         self.denoiser, self.options = denoiser, options
         self.driver = BatchingDriver(denoiser).start()
+        self.contexts = DocumentContexts(documents=4 * MAX_LIVE) if kept_context else None
 
     def ask(self, body: dict) -> str | None:
         from infill.engine.pipeline import Hooks
@@ -186,8 +193,12 @@ class DriverTarget:
         line = body["spans"][0]["lines"]
         options = self.options or InfillOptions()
         request = FillRequest(document, [line_span(document.text, line, line)], options)
+        kept = None
+        if self.contexts is not None:  # this client's: one thread, one editor
+            kept = self.contexts.denoiser(str(threading.get_ident()), self.denoiser)
+            kept = kept if kept is not self.denoiser else None  # a network that cannot cache
         try:
-            self.driver.submit(request, Hooks()).future.result()
+            self.driver.submit(request, Hooks(), kept=kept).future.result()
         except Exception as error:  # the fill's own failure: counted, the load goes on
             return f"{type(error).__name__}: {error}"
         return None

@@ -30,6 +30,11 @@ The driver's loop, between two forwards:
     retire     a request whose `pipeline.run` returns or raises leaves; its result or error is
                its ticket's (`Ticket.result`, or `Ticket.future` for asyncio's wrap_future)
 
+A request may bring a kept context (infill.engine.kept_context: the language server's, or a
+team server's for one client's document): it then runs on a fork of it over its own pass
+denoiser, so that its first pass computes only what changed since that document's last request,
+and the context it ends with is kept for the next one.
+
 So a request joins the running batch between two forwards and leaves it when its fill is done,
 and each request keeps all of its own: its schedule (steps, refreshes, length decisions), its
 repair and recall stages, its deadline (`Hooks.deadline`) and its cancellation (`Hooks.cancelled`,
@@ -71,6 +76,7 @@ from infill.errors import Cancelled
 from infill.models.base import Pass
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.engine.kept_context import KeptContext
     from infill.models.base import Denoiser
 
 MAX_ROWS = 64  # rows in one forward (a pass with more runs alone)
@@ -131,9 +137,11 @@ class DriverStats:
 class Ticket:
     """One submitted request: its result (or error) once done, and a way to cancel it."""
 
-    def __init__(self, request: Request, hooks: Hooks | None, wake: Callable[[], None], number: int) -> None:
+    def __init__(self, request: Request, hooks: Hooks | None, wake: Callable[[], None], number: int,
+                 kept: KeptContext | None = None) -> None:  # fmt: skip
         self.request = request
         self.hooks = hooks or Hooks()
+        self.kept = kept  # the document's kept context, if the request runs on one
         self.number = number  # submission order
         self.future: Future = Future()
         self.passes = 0  # passes of this request the driver has run
@@ -189,11 +197,12 @@ class BatchingDriver:
 
     # ------------------------------------------------------------------ the caller's side
 
-    def submit(self, request: Request, hooks: Hooks | None = None) -> Ticket:
+    def submit(self, request: Request, hooks: Hooks | None = None, kept: KeptContext | None = None) -> Ticket:
+        """Queue `request`; `kept`: a kept context over this driver's denoiser to run it on."""
         with self._lock:
             if self._closing or self._stopped is not None:
                 raise RuntimeError("the batching driver is closed")
-            ticket = Ticket(request, hooks, self._wake, next(self._numbers))
+            ticket = Ticket(request, hooks, self._wake, next(self._numbers), kept)
             self._queue.append(ticket)
             self._lock.notify_all()
         return ticket
@@ -236,15 +245,21 @@ class BatchingDriver:
     def _work(self, ticket: Ticket) -> None:
         """One request's `pipeline.run`, its passes through the driver."""
         denoiser = PassDenoiser(self.denoiser, lambda p: self._ask(ticket, p))
+        if ticket.kept is not None:  # its document's context, kept again once the request ends
+            denoiser = ticket.kept.fork(denoiser)
         hooks = replace(ticket.hooks, cancelled=ticket.cancelled)
         try:
-            result = run(denoiser, ticket.request, hooks)
-        except BaseException as error:  # the request's own end; the others go on
-            self._retire(ticket, "cancelled" if isinstance(error, Cancelled) else "failed")
-            ticket.future.set_exception(error)
-        else:
+            result, error = run(denoiser, ticket.request, hooks), None
+        except BaseException as caught:  # the request's own end; the others go on
+            result, error = None, caught
+        if ticket.kept is not None:  # before the answer: the client's next request starts from it
+            ticket.kept.keep(denoiser)
+        if error is None:
             self._retire(ticket, "finished")
             ticket.future.set_result(result)
+        else:
+            self._retire(ticket, "cancelled" if isinstance(error, Cancelled) else "failed")
+            ticket.future.set_exception(error)
 
     def _ask(self, ticket: Ticket, p: Pass) -> torch.Tensor:
         """In the request's thread: hand the pass to the loop and wait for its rows."""

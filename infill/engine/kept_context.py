@@ -95,12 +95,20 @@ class KeptContext:
         self.ids, self.cache = ids.clone(), cache
         return out
 
-    def fork(self) -> KeptContext:
+    def fork(self, inner: Any = None) -> KeptContext:
         """Another kept context starting from this one's (the kept cache is shared: a fill's
-        first pass writes into a cache of its own, never into the kept one)."""
-        other = KeptContext(self.inner)
+        first pass writes into a cache of its own, never into the kept one), over ``inner`` if
+        given: the same network behind another wrapper (the batching driver's pass denoiser of
+        one request, infill.engine.batching)."""
+        other = KeptContext(self.inner if inner is None else inner)
         other.ids, other.cache, other.reuses_in_a_row = self.ids, self.cache, self.reuses_in_a_row
         return other
+
+    def keep(self, fork: KeptContext) -> None:
+        """Take a fork's context as this one's (the fork's request is done) and count its passes."""
+        self.ids, self.cache, self.reuses_in_a_row = fork.ids, fork.cache, fork.reuses_in_a_row
+        self.reused_passes += fork.reused_passes
+        self.computed_positions += fork.computed_positions
 
     @torch.no_grad()
     def refresh(

@@ -163,6 +163,29 @@ def test_a_network_that_cannot_batch_runs_each_pass_alone(dream):
     assert stats.most_requests == 1 and stats.passes >= 2
 
 
+def test_requests_on_a_kept_context_give_what_the_language_server_gives(shipped):
+    """A document's requests in turn on its kept context (a team server's for one client): each
+    first pass after the first request computes only what changed, and every result is the one
+    the language server gets in-process on a kept context of its own, with another request
+    sharing the forwards."""
+    from infill.engine.kept_context import KeptContext
+
+    doc = document(COUNTER_MODULE)
+    turns = [FillRequest(doc, [line_span(COUNTER_MODULE, a, b)]) for a, b in [(6, 6), (11, 11), (12, 13)]]
+    in_process = KeptContext(shipped)
+    alone = [run(in_process, request) for request in turns]
+    kept = KeptContext(shipped)
+    with BatchingDriver(shipped) as driver:
+        for request, expected in zip(turns, alone):
+            beside = driver.submit(fills(AREA_MODULE, [(5, 5)])["fill 5-5"])
+            got = driver.submit(request, kept=kept).result(timeout=600)
+            assert_same(comparable(got), comparable(expected))
+            beside.result(timeout=600)
+    assert kept.reused_passes == in_process.reused_passes >= len(turns) - 1
+    assert kept.computed_positions == in_process.computed_positions
+    assert torch.equal(kept.ids, in_process.ids)
+
+
 # ----------------------------------------------------------------------------- the driver
 
 

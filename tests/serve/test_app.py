@@ -100,3 +100,38 @@ def test_a_client_that_goes_away_cancels_its_request_at_the_next_pass(replica):
     after = replica.driver.stats()
     assert after.cancelled == before.cancelled + 1
     assert ticket.passes < 60  # it left early, not after its 128 steps and repairs
+
+
+def without_times(report: dict) -> dict:
+    return {**report, "stats": {k: v for k, v in report["stats"].items() if "seconds" not in k}}
+
+
+def test_with_kept_contexts_a_clients_next_fill_starts_from_its_last_one():
+    """`infill serve --kept-contexts N`: a client's requests on one file run on that file's kept
+    context, as the language server's do in-process (the same reports), and each first pass
+    after the first request computes only what changed; another client's file is its own."""
+    from infill.engine.kept_context import KeptContext
+    from infill.engine.pipeline import run
+    from team_server.protocols import infill_request
+
+    denoiser = load(None)
+    kept_replica = Replica(denoiser, ServerConfig(kept_contexts=4), ModelInfo("infill-test", 10))
+    try:
+        file = {"text": COUNTER_MODULE, "path": "counter.py"}
+        bodies = [{**file, "spans": [{"lines": n}]} for n in (6, 11, 13)]
+        answers = [ask(kept_replica, "POST", "/v1/infill", json=body) for body in bodies]
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        in_process = KeptContext(denoiser)
+        for body, answer in zip(bodies, answers):
+            asked = infill_request(body, kept_replica.tune)
+            assert without_times(answer.json()) == without_times(asked.report(run(in_process, asked.request)))
+        kept = kept_replica.contexts.kept("127.0.0.1\ncounter.py")  # the client `ask` is, its file
+        assert kept.reused_passes == in_process.reused_passes >= 2
+        assert kept_replica.contexts.kept("127.0.0.1\nother.py") is None  # a file of its own
+        assert kept_replica.contexts.kept("10.0.0.2\ncounter.py") is None  # a client of its own
+    finally:
+        kept_replica.close()
+
+
+def test_without_kept_contexts_every_request_starts_from_nothing(replica):
+    assert replica.contexts is None and replica.kept_context("127.0.0.1\ncounter.py") is None

@@ -71,3 +71,17 @@ def test_in_process_the_driver_batches_a_random_shapes_fills(tmp_path, capsys):
     assert four["by_kind"]["span"]["rows_per_forward"] > 1.0 and 0 <= four["early_takes"] <= 1
     printed = capsys.readouterr().out
     assert "rows/pass" in printed and "by kind: refresh" in printed
+
+
+def test_in_process_clients_that_keep_their_documents_context_skip_most_full_passes(tmp_path):
+    """`--kept-context`: each client's next fill starts from its last one's context, so most of
+    its first passes compute what changed (span passes) instead of the whole window (a refresh)."""
+    out = tmp_path / "serve.json"
+    argv = ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--clients", "2", "--seconds", "2",
+            "--threads", "1", "--kept-context", "--json", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["fills"] >= 4 and level["failed"] == 0
+    # without it every fill is one refresh and 7 span passes (the test above)
+    refresh = level["by_kind"].get("refresh", {"forwards": 0, "rows_per_forward": 0.0})
+    assert refresh["forwards"] * refresh["rows_per_forward"] < level["fills"] / 2

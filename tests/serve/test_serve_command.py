@@ -17,13 +17,14 @@ def test_the_arguments_become_the_replicas_config(tmp_path):
     tokens = tmp_path / "tokens"
     tokens.write_text(TOKENS)
     args = build_parser().parse_args(["--model", "org/name", "--autoscale", "1-4", "--tokens", str(tokens),
-                                      "--rate", "2", "--request-timeout", "9"])  # fmt: skip
+                                      "--rate", "2", "--request-timeout", "9",
+                                      "--kept-contexts", "8"])  # fmt: skip
     config, replicas, autoscale = config_of(args)
-    assert (config.model, replicas, autoscale) == ("org/name", 1, (1, 4))
+    assert (config.model, replicas, autoscale, config.kept_contexts) == ("org/name", 1, (1, 4), 8)
     assert (config.rate, config.request_timeout) == (2, 9)
     assert [name for _, name in config.tokens] == ["alice"] and "alice-0123" not in repr(config)
     defaults, _, none = config_of(build_parser().parse_args([]))
-    assert defaults.tokens is None and none is None
+    assert defaults.tokens is None and none is None and defaults.kept_contexts == 0
     assert build_parser().parse_args([]).host == "127.0.0.1"
 
 
@@ -35,6 +36,7 @@ def test_the_arguments_become_the_replicas_config(tmp_path):
         (["--tls-cert", "cert.pem"], "--tls-key"),
         (["--tokens", "/no/such/tokens"], "cannot read"),
         (["--rate", "0"], "--rate"),
+        (["--kept-contexts", "-1"], "--kept-contexts"),
     ],
 )
 def test_bad_arguments_exit_2_before_ray_is_touched(argv, says, capsys, monkeypatch):
