@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep the context of each client's last document, for N clients a replica, "
                         "as the language server keeps an open document's: a next fill computes what "
                         "changed, not its whole window (fills then differ from the CLI's in the last "
-                        "bits, as the language server's do; default 0: every request from nothing)")
+                        "bits, as the language server's do; the windows stay in memory, never on disk "
+                        "or in a log; default 0: every request from nothing, nothing kept)")
     engine.add_argument("--cpus", type=int, default=None, metavar="N",
                         help="CPUs of the local Ray (default: all; not with --address)")  # fmt: skip
     return parser

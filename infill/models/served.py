@@ -209,6 +209,8 @@ def request_body(request: Any) -> dict:
 
     document = request.document
     body: dict[str, Any] = {"text": document.text, "language": document.language.name}
+    if document.path is not None:  # whose file: a server that keeps contexts keeps one per file
+        body["path"] = str(document.path)
     options = request.options
     if getattr(options, "protocol", "engine") != "engine":
         raise InputError("a team server runs infill's own protocol: --protocol authors runs in-process only")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 from samples import COUNTER_MODULE
@@ -93,6 +94,14 @@ def test_the_server_reads_back_the_request_the_client_would_have_run(request_):
         assert got.options == request_.options
     if isinstance(request_, ReviewRequest):
         assert got.top == request_.top
+
+
+def test_a_file_read_from_disk_travels_with_its_path():
+    """The path names the client's file to a server that keeps contexts (`--kept-contexts`);
+    a text without a file travels without one."""
+    from_disk = replace(DOCUMENT, path=Path("src/counter.py"))
+    assert request_body(FillRequest(from_disk, [LINE_13]))["path"] == "src/counter.py"
+    assert "path" not in request_body(FillRequest(DOCUMENT, [LINE_13]))
 
 
 def test_the_authors_protocol_and_unknown_requests_stay_here():
