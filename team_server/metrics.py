@@ -101,7 +101,7 @@ class Metrics:
                    "Times the batching loop took pending passes (one forward or more: one per kind).",
                    [("", driver.takes)])  # fmt: skip
             metric("infill_forward_early_takes_total", "counter",
-                   "Forwards taken while a live request was still busy between its passes.",
+                   "Takes that left while a live request was still busy between its passes.",
                    [("", driver.early_takes)])  # fmt: skip
             metric("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
                    [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS])
