@@ -298,6 +298,8 @@ class InfillLanguageServer(LanguageServer):
     def kept_context(self, uri: str, backend: Any) -> Any:
         """The denoiser for a job on ``uri``: ``backend`` with the document's context kept from
         its last job (infill.engine.kept_context: the next fill's first pass computes what changed)."""
+        if hasattr(backend, "for_path"):  # a team server (infill.models.served): it keeps contexts, per file
+            return backend.for_path(unquote(urlparse(uri).path))
         if self.contexts is None:
             from infill.engine.kept_context import DocumentContexts  # imports torch: not before a fill
 

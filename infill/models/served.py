@@ -77,6 +77,13 @@ class TeamServer:
     recommended: dict = field(default_factory=dict)  # its authors' sampler settings
     context_length: int | None = None
     name: str = ""
+    path: str | None = None  # the file its requests are of (an editor's document): a server that
+    #   keeps contexts (`infill serve --kept-contexts N`) keeps one per file
+
+    def for_path(self, path: str) -> TeamServer:
+        """The same server, its requests naming `path` as their file (the language server's
+        document: infill.engine.kept_context's DocumentContexts does this in-process)."""
+        return replace(self, path=path)
 
     @classmethod
     def connect(cls, url: str, token: str | None = None) -> TeamServer:
@@ -115,6 +122,8 @@ class TeamServer:
         cancelled = getattr(hooks, "cancelled", None)
         deadline = getattr(hooks, "deadline", None)
         body = request_body(request)
+        if self.path is not None:
+            body.setdefault("path", self.path)
         if deadline is not None:
             body["timeout"] = max(deadline - time.monotonic(), 0.001)
         else:

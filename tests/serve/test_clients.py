@@ -104,6 +104,26 @@ def test_a_file_read_from_disk_travels_with_its_path():
     assert "path" not in request_body(FillRequest(DOCUMENT, [LINE_13]))
 
 
+def test_the_language_servers_requests_name_their_document(url):
+    """In the language server, a team server's requests name the editor's file (its kept context's
+    key on a server that keeps contexts); the server answers them as any other."""
+    from lsp_server.server import InfillLanguageServer
+
+    server = TeamServer.connect(url, TOKEN)
+    sent = []
+    real_send = server.send
+
+    def send(method, path, body, deadline, cancelled=None):  # what goes over the wire, then the wire
+        sent.append(body)
+        return real_send(method, path, body, deadline, cancelled)
+
+    ls = InfillLanguageServer()
+    for_file = ls.kept_context("file:///project/src/counter%201.py", server)
+    for_file.send = send
+    result = for_file.run_request(FillRequest(DOCUMENT, [LINE_13]))
+    assert sent[0]["path"] == "/project/src/counter 1.py" and result.spans[0].new_text is not None
+
+
 def test_the_authors_protocol_and_unknown_requests_stay_here():
     authors = FillRequest(DOCUMENT, [LINE_13], InfillOptions(protocol="authors"))
     with pytest.raises(InputError, match="in-process only"):
