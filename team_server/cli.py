@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--burst", type=int, default=BURST, metavar="N",
                         help="requests a client may send at once before --rate applies (default %(default)s)")
     engine.add_argument("--kept-contexts", type=int, default=0, metavar="N",
-                        help="keep the context of each client's last document (per file where a request "
+                        help="experimental (the replica's memory grows with it: docs/serving.md): keep "
+                        "the context of each client's last document (per file where a request "
                         "names its file), for the last N of them in each replica, "
                         "as the language server keeps an open document's: a next fill computes what "
                         "changed, not its whole window (fills then differ from the CLI's in the last "

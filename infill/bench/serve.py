@@ -194,8 +194,8 @@ class DriverTarget:
         options = self.options or InfillOptions()
         request = FillRequest(document, [line_span(document.text, line, line)], options)
         kept = None
-        if self.contexts is not None:  # this client's: one thread, one editor
-            kept = self.contexts.denoiser(str(threading.get_ident()), self.denoiser)
+        if self.contexts is not None:  # this client's (its thread's name): client n of every level
+            kept = self.contexts.denoiser(threading.current_thread().name, self.denoiser)
             kept = kept if kept is not self.denoiser else None  # a network that cannot cache
         try:
             self.driver.submit(request, Hooks(), kept=kept).future.result()
@@ -263,8 +263,8 @@ class Load:
         `on_tick(elapsed)` is called about every MEMORY_EVERY seconds meanwhile."""
         started = time.monotonic()
         until, tick = started + seconds, MEMORY_EVERY
-        threads = [threading.Thread(target=self.client, args=(until,), daemon=True)
-                   for _ in range(self.clients)]  # fmt: skip
+        threads = [threading.Thread(target=self.client, args=(until,), name=f"client-{n}", daemon=True)
+                   for n in range(self.clients)]  # fmt: skip
         for thread in threads:
             thread.start()
         while any(thread.is_alive() for thread in threads):
