@@ -34,7 +34,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import textwrap
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -51,7 +50,7 @@ from infill.text.document import Document
 from infill.text.edits import TextEdit, apply_edits, minimal_edit
 from infill.text.languages import PYTHON, Language
 from infill.text.spans import Span
-from infill.text.syntax import has_syntax_error
+from infill.text.syntax import has_syntax_error, parse_python
 from infill.text.window import fits_one_window
 
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
@@ -210,9 +209,7 @@ def docstring_literal(written: str, indent: str) -> str | None:
 
 def _is_string_literal(literal: str) -> bool:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(literal)
+        tree = parse_python(literal)
     except (SyntaxError, ValueError):
         return False
     statement = tree.body[0] if len(tree.body) == 1 else None
@@ -223,9 +220,7 @@ def _parses(text: str, language: Language = PYTHON) -> bool:
     if language is not PYTHON:
         return not has_syntax_error(text, language)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
+        parse_python(text)
     except (SyntaxError, ValueError):
         return False
     return True

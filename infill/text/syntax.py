@@ -17,6 +17,7 @@ the lines those problems touch (infill.engine.repair).
 from __future__ import annotations
 
 import ast
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,15 @@ SYNTAX_ERROR = "syntax-error"  # an ERROR node: code tree-sitter could not parse
 MISSING_TOKEN = "missing-token"  # a MISSING node: a token tree-sitter had to assume
 MAX_PROBLEMS = 50
 """At most this many problems per document (a broken file should not flood anyone)."""
+_PARSING = threading.RLock()
+"""One ``ast.parse`` at a time in the process (`parse_python`). CPython 3.11 counts the recursion
+of the AST's conversion to Python objects in state of the interpreter, not of the thread: a parse
+interrupted mid-conversion by another thread's parse (a finalizer run by the collector can let
+another thread in) fails with SystemError "AST constructor recursion depth mismatch". Seen once
+in a full test run, under a team server's concurrent requests (issue 38). The parses are under
+the GIL anyway, so the lock costs nothing; re-entrant, for a parse a finalizer runs in the same
+thread."""
+
 _SHOWN_TEXT = 30  # unexpected text longer than this (or multi-line) is not quoted
 
 
@@ -79,6 +89,14 @@ def syntax_problems(text: str, language: Language = PYTHON, limit: int = MAX_PRO
     return sorted(problems, key=lambda problem: (problem.start, problem.end))
 
 
+def parse_python(text: str) -> ast.Module:
+    """``ast.parse(text)``, its warnings (SyntaxWarning for an invalid escape sequence) ignored,
+    one parse at a time in the process (`_PARSING`). SyntaxError, ValueError as ``ast.parse``."""
+    with _PARSING, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
 def file_problems(text: str, language: Language = PYTHON) -> list[SyntaxProblem]:
     """tree-sitter's problems; if it finds none in Python, the one ``ast.parse`` reports, if any
     (over the line it names, without its terminator)."""
@@ -86,9 +104,7 @@ def file_problems(text: str, language: Language = PYTHON) -> list[SyntaxProblem]
     if found or language is not PYTHON:
         return found
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. SyntaxWarning for an invalid escape sequence
-            ast.parse(text)
+        parse_python(text)
     except SyntaxError as error:
         lines = text.split("\n")
         row = min(max((error.lineno or 1) - 1, 0), len(lines) - 1)

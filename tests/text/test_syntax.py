@@ -30,3 +30,32 @@ def test_an_invalid_escape_is_a_warning_not_a_problem(recwarn):
 
 def test_text_python_cannot_parse_at_all_is_one_problem():
     assert file_problems("x = 1\x00\n") != []
+
+
+def test_python_is_parsed_one_file_at_a_time_across_threads(monkeypatch):
+    """CPython 3.11's AST conversion keeps its recursion depth per interpreter: two threads
+    parsing at once can fail each other (SystemError). A team server checks its requests' fills
+    in a thread each, so every parse goes through one lock."""
+    import ast
+    import threading
+    import time
+
+    from infill.text import syntax
+
+    inside, most = [0], [0]
+    real_parse = ast.parse
+
+    def parse(text, *args, **kwargs):  # ast.parse, slowed, counting the parses under way
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.02)  # lets the other threads run: without the lock, they would parse now
+        inside[0] -= 1
+        return real_parse(text, *args, **kwargs)
+
+    monkeypatch.setattr(syntax.ast, "parse", parse)
+    threads = [threading.Thread(target=syntax.file_problems, args=("x = 1\n",)) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1
