@@ -193,7 +193,7 @@ class InfillLanguageServer(LanguageServer):
         plain text for a language without a grammar. None when the ``languages`` setting leaves
         it out. What there is to say about it (filled as text; the shipped model knows only
         Python) is said once per session."""
-        detected = detect(document.language_id or None, unquote(urlparse(uri).path))
+        detected = detect(document.language_id or None, uri_path(uri))
         language = detected.language
         enabled = self.settings.languages
         if enabled is not None and language.name not in enabled:
@@ -299,7 +299,7 @@ class InfillLanguageServer(LanguageServer):
         """The denoiser for a job on ``uri``: ``backend`` with the document's context kept from
         its last job (infill.engine.kept_context: the next fill's first pass computes what changed)."""
         if hasattr(backend, "for_path"):  # a team server (infill.models.served): it keeps contexts, per file
-            return backend.for_path(unquote(urlparse(uri).path))
+            return backend.for_path(uri_path(uri))
         if self.contexts is None:
             from infill.engine.kept_context import DocumentContexts  # imports torch: not before a fill
 
@@ -559,6 +559,11 @@ class InfillLanguageServer(LanguageServer):
         finally:
             progress.end(outcome)
             self.jobs.finish(job)
+
+
+def uri_path(uri: str) -> str:
+    """The file path a document's URI names (`file:///a/b%20c.py` -> `/a/b c.py`)."""
+    return unquote(urlparse(uri).path)
 
 
 def kept_counts(denoiser: Any) -> tuple[int, int]:

@@ -11,6 +11,12 @@ forward passes, the rows they carried and how many requests shared them.
     infill_rows_per_pass                            gauge: rows / passes so far
     infill_forward_most_rows, ..._most_requests     gauges: the most in one forward
     infill_forward_seconds_total                    counter: time in forwards
+    infill_forward_{passes,rows,seconds}_by_kind_total{kind}
+                                                    counters: the same by kind of pass (full,
+                                                    refresh, span)
+    infill_forward_takes_total, ..._early_takes_total
+                                                    counters: the loop's takes of pending passes,
+                                                    and those that left while a request was busy
     infill_requests_ended_total{how}                counter: finished, cancelled, failed (the driver's)
     process_resident_memory_bytes                   gauge: the replica process's resident memory
                                                     (Prometheus' standard name; Linux's /proc)
@@ -74,42 +80,51 @@ class Metrics:
         lines.append("# HELP infill_request_seconds Time from a request's arrival to its answer.")
         lines.append("# TYPE infill_request_seconds histogram")
         lines.extend(f"infill_request_seconds{labels} {value:g}" for labels, value in samples)
-        if driver is not None:
-            metric("infill_queue_length", "gauge", "Requests waiting for the model.", [("", driver.queued)])
-            metric("infill_live_requests", "gauge", "Requests being filled.", [("", driver.live)])
-            metric("infill_forward_passes_total", "counter", "Forward passes of the model.",
-                   [("", driver.passes)])  # fmt: skip
-            metric("infill_forward_rows_total", "counter", "Canvas rows the forward passes carried.",
-                   [("", driver.rows)])  # fmt: skip
-            metric("infill_forward_shared_passes_total", "counter",
-                   "Forward passes that carried passes of several requests.", [("", driver.shared_passes)])
-            metric("infill_rows_per_pass", "gauge", "Rows per forward pass so far.",
-                   [("", driver.rows_per_pass)])  # fmt: skip
-            metric("infill_forward_most_rows", "gauge", "The most rows in one forward pass.",
-                   [("", driver.most_rows)])  # fmt: skip
-            metric("infill_forward_most_requests", "gauge", "The most requests in one forward pass.",
-                   [("", driver.most_requests)])  # fmt: skip
-            metric("infill_forward_seconds_total", "counter", "Time spent in forward passes.",
-                   [("", driver.forward_seconds)])  # fmt: skip
-            kinds = sorted(driver.by_kind.items())
-            for index, (name, what) in enumerate([("passes", "Forward passes"), ("rows", "Canvas rows"),
-                                                  ("seconds", "Time in forward passes")]):  # fmt: skip
-                metric(f"infill_forward_{name}_by_kind_total", "counter",
-                       f"{what}, by kind of pass (full, refresh, span).",
-                       [(f'{{kind="{kind}"}}', counts[index]) for kind, counts in kinds])  # fmt: skip
-            metric("infill_forward_takes_total", "counter",
-                   "Times the batching loop took pending passes (one forward or more: one per kind).",
-                   [("", driver.takes)])  # fmt: skip
-            metric("infill_forward_early_takes_total", "counter",
-                   "Takes that left while a live request was still busy between its passes.",
-                   [("", driver.early_takes)])  # fmt: skip
-            metric("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
-                   [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS])
+        for name, kind, what, samples in driver_metrics(driver) if driver is not None else []:
+            metric(name, kind, what, samples)
         resident = resident_bytes()
         if resident is not None:
             metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
                    [("", resident)])  # fmt: skip
         return "\n".join(lines) + "\n"
+
+
+Metric = tuple[str, str, str, list[tuple[str, float]]]
+"""(name, kind, help, [(labels, value)]): one metric of the Prometheus text."""
+
+
+def driver_metrics(driver: Any) -> list[Metric]:
+    """The batching driver's counters (infill.engine.batching.DriverStats) as /metrics names
+    them: the replica's /metrics and `infill-bench serve --in-process` read them from here."""
+    kinds = sorted(driver.by_kind.items())
+    per_kind = [("passes", "Forward passes"), ("rows", "Canvas rows"), ("seconds", "Time in forward passes")]
+    return [
+        ("infill_queue_length", "gauge", "Requests waiting for the model.", [("", driver.queued)]),
+        ("infill_live_requests", "gauge", "Requests being filled.", [("", driver.live)]),
+        ("infill_forward_passes_total", "counter", "Forward passes of the model.", [("", driver.passes)]),
+        ("infill_forward_rows_total", "counter", "Canvas rows the forward passes carried.",
+         [("", driver.rows)]),
+        ("infill_forward_shared_passes_total", "counter",
+         "Forward passes that carried passes of several requests.", [("", driver.shared_passes)]),
+        ("infill_rows_per_pass", "gauge", "Rows per forward pass so far.", [("", driver.rows_per_pass)]),
+        ("infill_forward_most_rows", "gauge", "The most rows in one forward pass.", [("", driver.most_rows)]),
+        ("infill_forward_most_requests", "gauge", "The most requests in one forward pass.",
+         [("", driver.most_requests)]),
+        ("infill_forward_seconds_total", "counter", "Time spent in forward passes.",
+         [("", driver.forward_seconds)]),
+        *[(f"infill_forward_{name}_by_kind_total", "counter",
+           f"{what}, by kind of pass (full, refresh, span).",
+           [(f'{{kind="{kind}"}}', counts[index]) for kind, counts in kinds])
+          for index, (name, what) in enumerate(per_kind)],
+        ("infill_forward_takes_total", "counter",
+         "Times the batching loop took pending passes (one forward or more: one per kind).",
+         [("", driver.takes)]),
+        ("infill_forward_early_takes_total", "counter",
+         "Takes that left while a live request was still busy between its passes.",
+         [("", driver.early_takes)]),
+        ("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
+         [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS]),
+    ]  # fmt: skip
 
 
 def resident_bytes() -> int | None:

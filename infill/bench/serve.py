@@ -204,28 +204,18 @@ class DriverTarget:
         return None
 
     def metrics(self) -> dict[str, float]:
-        """The driver's counters as /metrics names them, and the memory: this process's resident
-        memory on the CPU, the device's allocation on a GPU."""
+        """The driver's counters as /metrics names them (team_server.metrics), and the memory:
+        this process's resident memory on the CPU, the device's allocation on a GPU."""
         import torch
 
         from infill.bench.shapes import resident_mib
+        from team_server.metrics import driver_metrics
 
-        stats = self.driver.stats()
         device = getattr(self.denoiser, "device", None)
         memory = resident_mib(device if device is not None else torch.device("cpu"))
-        by_kind = {f'infill_forward_{name}_by_kind_total{{kind="{kind}"}}': counts[index]
-                   for kind, counts in stats.by_kind.items()
-                   for index, name in enumerate(("passes", "rows", "seconds"))}  # fmt: skip
-        return {
-            "infill_forward_passes_total": stats.passes,
-            "infill_forward_rows_total": stats.rows,
-            "infill_forward_shared_passes_total": stats.shared_passes,
-            "infill_forward_seconds_total": stats.forward_seconds,
-            "infill_forward_takes_total": stats.takes,
-            "infill_forward_early_takes_total": stats.early_takes,
-            **by_kind,
-            "process_resident_memory_bytes": memory * 2**20,
-        }
+        values = {name + labels: value for name, _, _, samples in driver_metrics(self.driver.stats())
+                  for labels, value in samples}  # fmt: skip
+        return {**values, "process_resident_memory_bytes": memory * 2**20}
 
     def close(self) -> None:
         self.driver.close()
@@ -292,6 +282,7 @@ def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> 
         return after.get(name, 0.0) - before.get(name, 0.0)
 
     passes, rows = grown("infill_forward_passes_total"), grown("infill_forward_rows_total")
+    takes = grown("infill_forward_takes_total")
     shared = grown("infill_forward_shared_passes_total")
     fills = len(load.latencies)
     return Level(
@@ -309,8 +300,7 @@ def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> 
         memory_mib=memory_mib(after),
         errors=load.failed[:3],
         by_kind=forwards_by_kind(grown, after, fills),
-        early_takes=grown("infill_forward_early_takes_total") / takes if (takes := grown(
-            "infill_forward_takes_total")) else None,  # fmt: skip
+        early_takes=grown("infill_forward_early_takes_total") / takes if takes else None,
     )
 
 
