@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     sampler.add_argument("--block-length", type=int, default=None, metavar="N",
                          help="decode each span in blocks of N positions, left to right, the step cap "
                          "split between them (LLaDA, Fast-dLLM; default: one block)")
+    sampler.add_argument("--block-passes", action="store_true",
+                         help="with --block-length: a cached pass computes only the current block (and "
+                         "what the pass before changed), not the whole span: a pass costs a block")
     sampler.add_argument("--top-p", type=float, default=None, metavar="P",
                          help="sample only from the most likely tokens that reach probability P")
     sampler.add_argument("--top-k", type=int, default=None, metavar="K",
@@ -263,7 +266,7 @@ def explicit_sampler_fields(args: argparse.Namespace) -> set[str]:
     return {name for name in TUNABLE if getattr(args, name, None) is not None}
 
 
-ENGINE_ONLY = ("length", "commit_threshold", "remask_threshold", "cache_refresh", "retries",
+ENGINE_ONLY = ("length", "block_passes", "commit_threshold", "remask_threshold", "cache_refresh", "retries",
                "token_edits", "fresh_fills", "pass_budget", "recall")  # fmt: skip
 
 
@@ -299,6 +302,7 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             length=args.length,
             order=args.order if args.order in ORDERS else SamplerConfig.order,
             block_length=args.block_length,
+            block_passes=args.block_passes,
             top_p=args.top_p,
             top_k=args.top_k,
             expand_start=args.expand_start if args.expand_start is not None else SamplerConfig.expand_start,

@@ -67,6 +67,9 @@ class SamplerConfig:
     #   or that come first in their span ("left-to-right": first on the canvas). infill.engine.unmasking
     block_length: int | None = None  # decode each span in blocks of this many positions, left to
     #   right, the step cap split between them (LLaDA, Fast-dLLM); None: the span is one block
+    block_passes: bool = False  # with blocks and a cache: a cached pass computes only each row's
+    #   current block and the positions the pass before changed, not the whole span (Fast-dLLM's
+    #   dual cache computes the block alone); a pass then costs a block's positions
     expand_start: int = 4  # expand models (DreamOn): masks a span starts with (its budget is the
     #   most it may grow to); DreamOn's own evaluation starts at 4 (infill.engine.expansion)
     first_view: bool = False  # keep the first pass's log-probabilities (SampleResult.first_view):
@@ -87,6 +90,8 @@ class SamplerConfig:
         for name in ("top_k", "block_length"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise InputError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.block_passes and self.block_length is None:
+            raise InputError("block_passes needs block_length (the blocks whose positions a pass computes)")
         if self.expand_start < 1:
             raise InputError(f"expand_start must be at least 1 (got {self.expand_start})")
         if self.order not in ORDERS:
@@ -222,6 +227,7 @@ REQUEST_OPTIONS = {  # camelCase name: (the options it sets, its field, the JSON
     "order": ("sampler", "order", str),
     "length": ("sampler", "length", str),
     "blockLength": ("sampler", "block_length", int),
+    "blockPasses": ("sampler", "block_passes", bool),
     "expandStart": ("sampler", "expand_start", int),
     "commitThreshold": ("sampler", "commit_threshold", float),
     "remaskThreshold": ("sampler", "remask_threshold", float),

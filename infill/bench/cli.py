@@ -225,7 +225,9 @@ def speed(args: argparse.Namespace) -> dict:
                        "--fresh-fills", str(args.fresh_fills), "--pass-budget", str(args.pass_budget),
                        "--order", args.order, *([] if args.recall else ["--no-recall"])]  # fmt: skip
             for option, value in rule_options(args).items():
-                if value is not None:
+                if value is True:  # a flag
+                    command += ["--" + option.replace("_", "-")]
+                elif value not in (None, False):
                     command += ["--" + option.replace("_", "-"), str(value)]
             if args.steps is not None:
                 command += ["--steps", str(args.steps)]
@@ -330,7 +332,7 @@ def shapes(args: argparse.Namespace) -> dict:
     passes = args.passes or SHAPE_PASSES
     rows = [
         measure_shape(name, text, span, device, dtype, passes, args.repeat, next_span, args.quantize,
-                      args.context_length)
+                      args.context_length, rule_options(args), args.line_tokens)
         for name in tqdm(names, desc="shapes")
     ]  # fmt: skip
     print(f"one-line fill in a {SPEED_FILE_LINES}-line file at {', '.join(map(str, passes))} passes, "
@@ -479,6 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the unmasking rule: which masked positions a pass commits first")  # fmt: skip
     parser.add_argument("--block-length", type=int, default=None, metavar="N",
                         help="decode spans in blocks of N positions, left to right")  # fmt: skip
+    parser.add_argument("--block-passes", action="store_true",
+                        help="with --block-length: a cached pass computes the current block alone")
+    parser.add_argument("--line-tokens", type=int, default=None, metavar="N",
+                        help="shapes: the span is a line of N tokens (the engine's budget for it), and "
+                        "the fills' first pass decides N, as a trained network's does (random weights "
+                        "never decide a length: by default a fill denoises the line's whole budget)")
     parser.add_argument("--top-p", type=float, default=None, help="sample from the top-p tokens")
     parser.add_argument("--top-k", type=int, default=None, help="sample from the top-k tokens")
     for name, help_text in REPAIR_FLAGS.items():

@@ -295,5 +295,5 @@ def engine_options(args: argparse.Namespace) -> dict[str, int | bool | None]:
 
 
 def rule_options(args: argparse.Namespace) -> dict[str, float | int | None]:
-    """The SamplerConfig fields of the unmasking flags (--block-length, --top-p, --top-k)."""
-    return {name: getattr(args, name) for name in ("block_length", "top_p", "top_k")}
+    """The SamplerConfig fields of the unmasking flags (--block-length, --block-passes, --top-p, --top-k)."""
+    return {name: getattr(args, name) for name in ("block_length", "block_passes", "top_p", "top_k")}

@@ -13,8 +13,16 @@ CPU, infill.models.denoiser.device_context) unless `context_length` says otherwi
                after the document is opened, one full pass and span-only passes after it
                (syntax retries and recall off: random weights would break the syntax every time)
   next fill    the next line's fill in the same document, on the context kept from the last
-               fill (infill.engine.kept_context, as the language server runs it): what a fill costs
-               once the document's context is prepared
+               fill (infill.engine.kept_context, as the language server runs it)
+  ready fill   the same fill once the context was prepared while the user was idle (the language
+               server's idle refresh, KeptContext.refresh, not timed): its first pass computes
+               only the span
+  line tokens  random weights never decide a span's length (every position of its budget stays
+               content); with `line_tokens` N the span is a line of N tokens, its budget the
+               engine's for such a line (infill.engine.canvas.default_budget), and the fills'
+               first pass decides N tokens as a trained network's does (`DecidedLength`: the
+               network's own pass, then <null> likeliest after the first N positions), so the
+               passes after it compute N
   peak memory  the process's peak resident memory (CPU) or the device's peak allocation (GPU)
   now memory   what it holds at the end: resident memory (CPU) or the device's allocation (GPU)
   floor        what a span pass must cost at least, both measured in the same run: the bytes of
@@ -34,7 +42,7 @@ from functools import partial
 
 import torch
 
-from infill.engine.kept_context import KeptContext
+from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
 from infill.models.native import DEFAULT_MODEL_DIR
@@ -79,14 +87,16 @@ class ShapeRow:
     dtype: str  # the weights': float32, bfloat16, ... or int8 (the linear layers', --quantize int8)
     device: str
     canvas: int  # tokens in the file's window
-    span: int  # masked positions of the one-line span
+    span: int  # positions the cached pass computes: the line's budget, or its decided tokens, or a block
     load_s: float  # building the random model (a real checkpoint also reads its files)
     full_pass_ms: float
     cached_pass_ms: float
     fill_ms: dict[int, float]  # by passes: the first fill in the document
     kept_fill_ms: dict[int, float]  # by passes: the next line's fill, on the document's kept context
-    peak_mib: float
-    resident_mib: float  # the process's resident memory at the end (CPU) or the device's allocation
+    ready_fill_ms: dict[int, float] = field(default_factory=dict)  # by passes: that fill once the
+    #   context was prepared (an idle refresh)
+    peak_mib: float = 0.0
+    resident_mib: float = 0.0  # the process's resident memory at the end (CPU) or the device's allocation
     fill_passes: dict[int, int] = field(default_factory=dict)  # by passes asked: the passes run
     weights_read_mib: float = 0.0  # the weights a span pass reads (`weights_read`)
     bandwidth_gbs: float = 0.0  # memory read rate measured in the same run (`memory_bandwidth`)
@@ -219,11 +229,18 @@ def measure_shape(
     next_span: Span | None = None,
     quantize: str = "auto",
     context_length: int | None = None,
+    rules: dict | None = None,
+    line_tokens: int | None = None,
 ) -> ShapeRow:
     """Times of one shape: a pass, and a fill at each count of `passes`; ``next_span`` (default:
     ``span``): the span of the fill timed after a fill of ``span`` in the same document, as the
     language server runs it (infill.engine.kept_context); ``quantize``: its weights' form
-    (infill.models.quantize); ``context_length``: the window (default: the device's)."""
+    (infill.models.quantize); ``context_length``: the window (default: the device's); ``rules``:
+    SamplerConfig fields for the fills (block_length, block_passes: the cached pass timed is then
+    one block's); ``line_tokens``: the span is a line of this many tokens, with the engine's
+    budget for it, and the fills' first pass decides that many (`DecidedLength`; None: the
+    line's own budget, which random weights fill whole)."""
+    from infill.engine.canvas import default_budget
     from infill.engine.pipeline import Job, in_window, lay_out
     from infill.engine.repair import RepairPolicy
 
@@ -233,21 +250,33 @@ def measure_shape(
     document = document_from_bytes(text.encode())
     window = context_length or device_context(CONTEXT_CAP, device)
 
+    rules = rules or {}
+
+    budget = default_budget(line_tokens, window) if line_tokens else None  # the engine's, for such a line
+
     def options(count: int) -> InfillOptions:
-        sampler = SamplerConfig(steps=count, commit_threshold=1.0)  # exactly `count` passes
+        sampler = SamplerConfig(steps=count, commit_threshold=1.0, **rules)  # exactly `count` passes
         return InfillOptions(sampler=sampler, retries=0, token_edits=0, fresh_fills=0,
-                             recall=False, context_length=window)  # fmt: skip
+                             recall=False, context_length=window, budget=budget)  # fmt: skip
 
     first = options(passes[0])
-    job = Job(document, [span], first.sampler, RepairPolicy.of(first), context_length=window)
+    job = Job(document, [span], first.sampler, RepairPolicy.of(first), budget=budget, context_length=window)
     [canvas] = lay_out(denoiser, in_window(denoiser, job).staged)  # the canvas a fill lays out
     ids = torch.tensor([canvas.ids])
     positions = torch.tensor(canvas.editable()).nonzero().flatten()
     ids[0, positions] = denoiser.mask_id
+    # The cached pass a fill runs most: over the line's content, or one block of it.
+    positions = positions[: line_tokens or len(positions)]
+    if first.sampler.block_passes:
+        positions = positions[: first.sampler.block_length]
 
-    def timed(run) -> float:
+    def filling(d):  # the denoiser the fills run on
+        return DecidedLength(d, line_tokens) if line_tokens else d
+
+    def timed(run, before=lambda: None) -> float:
         times = []
         for _ in range(repeat):
+            before()  # not timed
             t = time.perf_counter()
             run()
             if device.type == "cuda":
@@ -258,15 +287,19 @@ def measure_shape(
     cache = denoiser.new_cache()
     full_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=True))
     cached_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=False))
-    fill_ms, kept_fill_ms, fill_passes = {}, {}, {}
+    fill_ms, kept_fill_ms, ready_fill_ms, fill_passes = {}, {}, {}, {}
+    next_span = next_span or span
+    prepared = context_ids(denoiser, document, next_span.start, window)  # the idle refresh's canvas
     for count in passes:
         results: list = []  # the timed fills' results (the last one's passes are reported)
-        fill = partial(infill, denoiser, document, [span], options(count))
+        fill = partial(infill, filling(denoiser), document, [span], options(count))
         fill_ms[count] = timed(partial(keep, results, fill))
         fill_passes[count] = results[-1].stats.forward_passes
         kept = KeptContext(denoiser)
-        infill(kept, document, [span], options(count))
-        kept_fill_ms[count] = timed(partial(infill, kept, document, [next_span or span], options(count)))
+        next_fill = partial(infill, filling(kept), document, [next_span], options(count))
+        infill(filling(kept), document, [span], options(count))
+        kept_fill_ms[count] = timed(next_fill)
+        ready_fill_ms[count] = timed(next_fill, before=partial(kept.refresh, prepared))
     read, numbers = weights_read(denoiser.network)
     peak, now = peak_mib(device), resident_mib(device)  # before the probes' own GiB of data
     bandwidth, rate = memory_bandwidth(device), matmul_rate(device)
@@ -282,6 +315,7 @@ def measure_shape(
         cached_pass_ms=cached_ms,
         fill_ms=fill_ms,
         kept_fill_ms=kept_fill_ms,
+        ready_fill_ms=ready_fill_ms,
         peak_mib=peak,
         resident_mib=now,
         fill_passes=fill_passes,
@@ -291,6 +325,28 @@ def measure_shape(
         read_floor_ms=1000 * read / (bandwidth * 1e9),
         compute_floor_ms=1000 * 2 * numbers * len(positions) / (rate * 1e9),
     )
+
+
+class DecidedLength:
+    """A denoiser whose passes decide a span's length as a trained network's first pass does:
+    the inner one's pass (every position asked for computed), then, where a pass is asked for more
+    than `tokens` positions of a span (its first, over the whole budget), <null> made the likeliest
+    token at those after the first `tokens`. Random weights find content everywhere; through this
+    the engine narrows the span to `tokens` positions, as it does for a trained network's line."""
+
+    def __init__(self, inner, tokens: int) -> None:
+        self.inner, self.tokens = inner, tokens
+
+    def __getattr__(self, name: str):
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
+        logits = self.inner.cached_logits(ids, positions, cache, refresh)
+        if len(positions) > self.tokens:
+            logits[:, self.tokens :, self.null_id] = logits.max() + 30.0
+        return logits
 
 
 def weights_form(network: torch.nn.Module, dtype: torch.dtype) -> str:
@@ -305,14 +361,15 @@ def keep(results: list, run) -> None:
 
 
 def format_rows(rows: list[ShapeRow]) -> str:
-    """One line a shape; a first fill and a next fill column for each pass count."""
+    """One line a shape; a first, a next and a ready fill column for each pass count."""
     counts = sorted({count for row in rows for count in row.fill_ms})
-    fills = "".join(f"{f'{kind}@{c} ms':>11}" for kind in ("fill", "next") for c in counts)
+    fills = "".join(f"{f'{kind}@{c} ms':>12}" for kind in ("fill", "next", "ready") for c in counts)
     lines = [f"{'shape':22} {'params':>7} {'dtype':>8} {'device':>6} {'canvas':>6} {'span':>4} "
              f"{'full ms':>8} {'cached ms':>9} {'read fl.':>8} {'comp fl.':>8} {'x floor':>7}{fills} "
              f"{'peak MiB':>8} {'now MiB':>8}"]  # fmt: skip
     for r in rows:
-        times = "".join(f"{ms[c]:11.0f}" for ms in (r.fill_ms, r.kept_fill_ms) for c in counts)
+        kinds = (r.fill_ms, r.kept_fill_ms, r.ready_fill_ms)
+        times = "".join(f"{ms.get(c, float('nan')):12.0f}" for ms in kinds for c in counts)
         lines.append(
             f"{r.shape:22} {r.params / 1e9:6.2f}B {r.dtype:>8} {r.device:>6} {r.canvas:6d} {r.span:4d} "
             f"{r.full_pass_ms:8.0f} {r.cached_pass_ms:9.0f} {r.read_floor_ms:8.1f} {r.compute_floor_ms:8.1f} "

@@ -51,6 +51,13 @@ class CanvasPredictor:
         if len(columns) < len(self.columns):
             self.narrowed = columns
 
+    def focus(self, wanted: torch.Tensor) -> None:
+        """The next pass computes only the `wanted` positions ((B, L) bool; the same columns serve
+        every row), on the cached keys and values of the others, until `focus` is called again
+        (block passes: infill.engine.sampler). Without a cache every pass computes them all."""
+        if self.caching:
+            self.columns, self.narrowed = wanted.any(0).nonzero().flatten(), None
+
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, L) ids -> (columns (P,), probabilities (B, P, vocab) at those positions): the
         positions wanted, with special tokens (mask, padding, ...) ruled out."""

@@ -23,7 +23,11 @@ a masked position), and the step cap is split evenly between the blocks. With
 `commit_threshold` set and a step cap of at least the span's length, a step commits every
 position of the block at least that confident and at least the best one: Fast-dLLM's threshold
 decoding (threshold 0.9, block 32 in its Dream setting). A lower step cap commits more per step
-(the quota) so the block still finishes in time.
+(the quota) so the block still finishes in time. With `block_passes` and a cache, a cached pass
+computes only each row's current block and the positions the pass before changed (so that the
+cache holds their final tokens' keys and values), not the whole span: Fast-dLLM's dual cache, a
+pass costing a block's positions; the last pass adds every masked position, as it commits them
+all. (DreamOn's growing spans, infill.engine.expansion, decode as one block.)
 
 A denoiser with `expand_id` (DreamOn) decides span lengths by growing and shrinking the span
 while it denoises: infill.engine.expansion runs that loop. A denoiser with neither a null token
@@ -44,7 +48,7 @@ import torch
 from infill.engine.expansion import sample_expanding
 from infill.engine.prediction import CanvasPredictor
 from infill.engine.results import SampleResult, SampleStats, Step
-from infill.engine.unmasking import candidates, commit_positions, pick, runs, without_token
+from infill.engine.unmasking import candidates, commit_positions, current_block, pick, runs, without_token
 from infill.errors import Cancelled
 from infill.options import MULTI_LINE_STEPS, ONE_LINE_STEPS, SamplerConfig
 
@@ -92,7 +96,8 @@ def sample(
 ) -> SampleResult:
     """Denoise the `editable` positions (B, L bool) of `canvas` (B, L ids). A step cap left to
     the spans (None) is MULTI_LINE_STEPS here: callers that know the spans use step_cap.
-    `finish_now()` true (a deadline passed): the next pass is the last (it commits everything)."""
+    `finish_now()` true (a deadline passed) before a pass: that pass is the last (it commits
+    everything)."""
     if config.steps is None:
         config = replace(config, steps=MULTI_LINE_STEPS)
     if config.length != "given" and expands(denoiser):
@@ -106,6 +111,8 @@ def sample(
     decide_length = config.length == "first-pass" and denoiser.null_id is not None
     fixed_length = config.length in ("first-pass", "given") and denoiser.null_id is not None
     blocks = block_index(editable, config.block_length)
+    focusing = config.block_passes and config.block_length is not None and predict.caching
+    wanted: torch.Tensor | None = None  # block passes: the positions the next pass computes
     expand_id = getattr(denoiser, "expand_id", None)
     revisions = torch.zeros_like(canvas)
     confidence = torch.ones(canvas.shape)
@@ -113,9 +120,14 @@ def sample(
     for step in range(config.steps):
         if cancelled is not None and cancelled():
             raise Cancelled("sampling cancelled")
-        columns, probs = predict(x)  # (B, P, vocab) at the P positions that may change
+        last = step == config.steps - 1 or (finish_now is not None and finish_now())
+        if wanted is not None:  # block passes: these positions (the last pass commits, so computes,
+            #   every masked one)
+            predict.focus(wanted | (editable & (x == denoiser.mask_id)) if last else wanted)
+        columns, probs = predict(x)  # (B, P, vocab) at the P positions computed
         passes += 1
         spread = partial(at_columns, x.shape, columns)  # (B, P) values -> (B, L)
+        seen = spread(torch.ones(probs.shape[:2], dtype=torch.bool), False)  # the positions computed
         if decide_length and step == 0:
             null_p = spread(probs[..., denoiser.null_id], 0.0)
             content = span_lengths(null_p, editable, config.length_scale)
@@ -125,10 +137,10 @@ def sample(
             editable = content  # the padding is final; only content positions are denoised
             predict.narrow(editable)
         masked = editable & (x == denoiser.mask_id)
-        last = step == config.steps - 1 or (finish_now is not None and finish_now())
 
-        # Self-correction: committed tokens the model no longer believes in go back to <mask>.
-        current = spread(probs.gather(-1, x[:, columns, None]).squeeze(-1), 0.0)
+        # Self-correction: committed tokens the model no longer believes in go back to <mask>
+        # (a position this pass did not compute keeps its standing).
+        current = spread(probs.gather(-1, x[:, columns, None]).squeeze(-1), 1.0)
         disbelieved = editable & ~masked & (current < config.remask_threshold)
         disbelieved &= revisions < config.max_revisions
         remask = disbelieved & (not last)  # the last pass must leave no <mask> behind
@@ -156,7 +168,8 @@ def sample(
 
         x = torch.where(commit, predicted, x)
         x = torch.where(remask, torch.full_like(x, denoiser.mask_id), x)
-        confidence = torch.where(commit, predicted_p, torch.where(editable & ~remask, current, confidence))
+        rated = editable & seen & ~remask  # the positions this pass computed keep its probability
+        confidence = torch.where(commit, predicted_p, torch.where(rated, current, confidence))
         revisions += remask.long()
         total_revisions += int(remask.sum())
         if on_step is not None:
@@ -168,6 +181,9 @@ def sample(
             break
         if last:
             break
+        if focusing:  # the next pass: the current blocks, and what this pass changed
+            changed = commit | remask | (padding if step == 0 else torch.zeros_like(padding))
+            wanted = block_positions(editable & (x == denoiser.mask_id), editable, blocks) | changed
     stats = SampleStats(
         steps=passes,
         forward_passes=passes,
@@ -183,6 +199,12 @@ def sample(
 def expands(denoiser: Denoiser) -> bool:
     """Whether the denoiser grows and shrinks spans itself (DreamOn's <|expand|> and end-of-text)."""
     return getattr(denoiser, "expand_id", None) is not None and denoiser.null_id is not None
+
+
+def block_positions(masked: torch.Tensor, editable: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """(B, L) bool: the editable positions of each row's current block (its first block with a
+    `masked` position; none for a row with nothing masked)."""
+    return editable & (blocks == current_block(masked, blocks)[:, None])
 
 
 def block_index(editable: torch.Tensor, block_length: int | None) -> torch.Tensor:

@@ -173,8 +173,7 @@ def commit_positions(
     first steps.) The last step commits everything."""
     if step == config.steps - 1:
         return masked.clone()
-    unfinished = torch.where(masked, blocks, torch.iinfo(torch.long).max)
-    current = unfinished.min(1).values  # (B,)
+    current = current_block(masked, blocks)  # (B,)
     in_block = masked & (blocks == current[:, None])
     count = torch.where(editable, blocks, 0).max(1).values + 1  # (B,) blocks of each row's spans
     block_end = (current + 1).clamp_max(count) * config.steps // count
@@ -182,6 +181,13 @@ def commit_positions(
     ranked = torch.where(in_block, score, torch.tensor(float("-inf")))
     rank = ranked.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
     return in_block & ((rank < quota[:, None]) | (predicted_p >= config.commit_threshold))
+
+
+def current_block(masked: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """(B,) each row's current block: the first of its blocks (`blocks`, (B, L): see
+    infill.engine.sampler.block_index) with a masked position (`masked`, (B, L) bool); a row
+    with none gets the largest long."""
+    return torch.where(masked, blocks, torch.iinfo(torch.long).max).min(1).values
 
 
 def runs(flags: torch.Tensor) -> list[tuple[int, int]]:

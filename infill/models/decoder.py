@@ -121,11 +121,27 @@ class Attention(nn.Module):
                 write_at(cache.keys, positions, k)
                 write_at(cache.values, positions, v)
                 k, v = cache.keys, cache.values
-        if self.num_kv_heads != self.num_heads:  # grouped-query: each key/value head serves a group
-            group = self.num_heads // self.num_kv_heads
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # no causal mask: bidirectional
+        y = grouped_attention(q, k, v, attn_mask)
         return self.o(y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim))
+
+
+def grouped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Bidirectional attention of q (B, H, L, D) over k, v (B, KV, S, D), where KV divides H
+    (grouped-query: query head h uses key/value head h // (H / KV)), -> (B, H, L, D).
+
+    Each key/value head's group of query heads goes in as one longer run of queries, so that the
+    keys and values are read where they are: copied once for every query head of its group, the
+    whole cached window's keys were copied at every span pass (a third of the 0.5B shape's span
+    pass at 4 positions, docs/models.md)."""
+    B, H, L, D = q.shape
+    group = H // k.shape[1]
+    if group == 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    queries = q.reshape(B, k.shape[1], group * L, D)  # head h = kv * group + g: its kv's run
+    y = F.scaled_dot_product_attention(queries, k, v, attn_mask=attn_mask)
+    return y.view(B, H, L, D)
 
 
 class MLP(nn.Module):

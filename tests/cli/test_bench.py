@@ -368,11 +368,56 @@ def test_shapes_tiny_runs_every_family_at_each_pass_count_in_the_devices_window(
     assert [row["shape"] for row in results["rows"]] == list(TINY_SHAPES)
     for row in results["rows"]:
         assert row["fill_passes"] == {"2": 2, "3": 3}  # random weights: exactly the passes asked
-        assert set(row["fill_ms"]) == set(row["kept_fill_ms"]) == {"2", "3"}
-        assert all(ms > 0 for ms in [*row["fill_ms"].values(), *row["kept_fill_ms"].values()])
+        assert set(row["fill_ms"]) == set(row["kept_fill_ms"]) == set(row["ready_fill_ms"]) == {"2", "3"}
+        fills = [*row["fill_ms"].values(), *row["kept_fill_ms"].values(), *row["ready_fill_ms"].values()]
+        assert all(ms > 0 for ms in fills)
         assert row["canvas"] <= CPU_CONTEXT < 2 * row["canvas"]  # the CPU's window, from a 200-line file
     table = capsys.readouterr().out
-    assert "fill@2 ms" in table and "next@3 ms" in table
+    assert "fill@2 ms" in table and "next@3 ms" in table and "ready@3 ms" in table
+
+
+class CountingPositions:
+    """A denoiser, the positions each of its cached passes computed counted."""
+
+    def __init__(self, inner):
+        self.inner, self.computed = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def cached_logits(self, ids, positions, cache, refresh):
+        self.computed.append(len(positions))
+        return self.inner.cached_logits(ids, positions, cache, refresh)
+
+
+@pytest.mark.parametrize("block_passes", [False, True])
+def test_a_decided_length_narrows_the_random_networks_fill_to_that_many_positions(block_passes):
+    """--line-tokens: the first pass runs over the line's whole budget, as a trained network's
+    does, and decides 5 tokens; the passes after it compute those (or, with block passes, a
+    block of 2 and what the pass before changed)."""
+    from samples import COUNTER_MODULE
+
+    from infill.bench.shapes import DecidedLength, random_denoiser
+    from infill.modes.fill import infill
+    from infill.options import InfillOptions, SamplerConfig
+    from infill.text.document import document_from_bytes
+    from infill.text.spans import line_span
+
+    counting = CountingPositions(random_denoiser("llada-8b-tiny", torch.device("cpu"), torch.float32))
+    blocks = {"block_length": 2, "block_passes": True} if block_passes else {}
+    options = InfillOptions(sampler=SamplerConfig(steps=6, commit_threshold=1.0, **blocks), retries=0,
+                            token_edits=0, fresh_fills=0, recall=False)  # fmt: skip
+    document = document_from_bytes(COUNTER_MODULE.encode())
+    [filled] = infill(DecidedLength(counting, 5), document, [line_span(COUNTER_MODULE, 5, 5)], options).spans
+
+    budget = counting.computed[0]
+    assert budget > 5
+    assert counting.computed[1] >= budget - 5  # the padding once more, to cache its <null>s' keys
+    if block_passes:
+        assert all(n <= 2 * 2 for n in counting.computed[2:-1])
+    else:
+        assert counting.computed[2:] == [5] * 4
+    assert filled.new_text.strip()
 
 
 @pytest.mark.slow
