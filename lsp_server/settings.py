@@ -18,6 +18,10 @@ section of the client's configuration (``workspace/configuration``,
      "steps": 32,                          # cap on denoising passes per fill; default: 16 for
                                            # spans of one line or less, 128 for longer ones
      "temperature": 0.0,                   # 0: most likely token; > 0: sample
+     "blockLength": 4,                     # decode spans in blocks of this many positions, left to
+                                           #   right (default: the model's recommendation, else none)
+     "blockPasses": true,                  # with blocks: a cached pass computes the current block
+                                           #   alone (a 7B model on a CPU: docs/models.md)
      "alternatives": 3,                    # candidates of "fill selection (N alternatives)",
                                            # and inline completions (when temperature > 0)
      "contextLength": 256,                 # context window (canvas length); default: the model's
@@ -113,6 +117,8 @@ class Settings:
     review_max_per_file: int = DEFAULT_REVIEW_MAX
     endpoint: str | None = None  # a team server's URL (infill.models.served); None: the model runs here
     token: str | None = None  # its bearer token
+    block_length: int | None = None  # None: the model family's recommendation, else one block
+    block_passes: bool = False  # with blocks: a cached pass computes the current block alone
 
     def infill_options(self, denoiser: Any = None) -> InfillOptions:
         """Engine options: the sampler's defaults, then the model family's recommended settings
@@ -129,6 +135,8 @@ class Settings:
             sampler.steps = self.steps
         if self.temperature is not None:
             sampler.temperature = self.temperature
+        if self.block_length is not None:
+            sampler.block_length = self.block_length
         options = InfillOptions(sampler=sampler, context_length=self.context_length)
         for name in ("retries", "token_edits", "fresh_fills"):
             if getattr(self, name) is not None:
@@ -139,8 +147,11 @@ class Settings:
             options.pass_budget = recommended_pass_budget(denoiser, options.pass_budget)
         options.recall = self.recall
         if denoiser is not None:
-            explicit = {"temperature"} if self.temperature is not None else set()
+            given = {"temperature": self.temperature, "block_length": self.block_length}
+            explicit = {name for name, value in given.items() if value is not None}
             options.sampler = with_recommended(options.sampler, denoiser, explicit)
+        if self.block_passes and options.sampler.block_length is not None:  # no blocks: nothing to do
+            options.sampler.block_passes = True
         return options
 
     def model_key(self) -> tuple:
@@ -162,6 +173,8 @@ _KEYS = {
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
         "a number >= 0",
     ),
+    "blockLength": ("block_length", lambda v: _is_int(v) and v >= 1, "a positive integer"),
+    "blockPasses": ("block_passes", lambda v: isinstance(v, bool), "true or false"),
     "alternatives": ("alternatives", lambda v: _is_int(v) and 1 <= v <= 16, "an integer from 1 to 16"),
     "contextLength": ("context_length", lambda v: _is_int(v) and v >= 8, "an integer >= 8"),
     "threads": ("threads", lambda v: _is_int(v) and v >= 1, "a positive integer"),

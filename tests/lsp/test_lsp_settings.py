@@ -154,3 +154,13 @@ def test_the_change_offset_is_where_a_full_text_sync_first_differs():
     assert change_offset(old, old[:at] + old[at + 9 :]) == at  # a deletion
     assert change_offset(old, old + "x") == len(old) and change_offset(old, old) == len(old)
     assert change_offset("", "abc") == 0
+
+
+def test_block_settings_reach_the_sampler_and_block_passes_need_blocks():
+    options = parse_settings({"blockLength": 4, "blockPasses": True})[0].infill_options()
+    assert (options.sampler.block_length, options.sampler.block_passes) == (4, True)
+    alone = parse_settings({"blockPasses": True})[0].infill_options()  # no blocks: nothing to focus on
+    assert (alone.sampler.block_length, alone.sampler.block_passes) == (None, False)
+    assert parse_settings({"blockLength": 0})[1] == [
+        "initializationOptions.blockLength should be a positive integer, got 0: ignored"
+    ]

@@ -14,6 +14,8 @@ export const SERVER_SETTINGS = [
     'dtype',
     'steps',
     'temperature',
+    'blockLength',
+    'blockPasses',
     'alternatives',
     'contextLength',
     'retries',

@@ -148,8 +148,8 @@ describe('serverSettings', () => {
 
     it('knows every key of lsp_server/settings.py, none of them client-only', () => {
         const expected = [
-            'modelPath', 'steps', 'temperature', 'alternatives', 'contextLength', 'retries',
-            'tokenEdits', 'freshFills', 'passBudget', 'recall', 'threads', 'device', 'dtype',
+            'modelPath', 'steps', 'temperature', 'blockLength', 'blockPasses', 'alternatives',
+            'contextLength', 'retries', 'tokenEdits', 'freshFills', 'passBudget', 'recall', 'threads', 'device', 'dtype',
             'trustRemoteCode', 'quantize', 'requestTimeout', 'idleRefresh', 'languages', 'protocol',
             'review', 'reviewThreshold', 'reviewMaxPerFile', 'endpoint', 'token',
         ];
