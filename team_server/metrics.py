@@ -122,6 +122,11 @@ def driver_metrics(driver: Any) -> list[Metric]:
         ("infill_forward_early_takes_total", "counter",
          "Takes that left while a live request was still busy between its passes.",
          [("", driver.early_takes)]),
+        ("infill_request_gaps_total", "counter",
+         "Times a request asked for its next pass after an answer.", [("", driver.gaps)]),
+        ("infill_request_gap_seconds_total", "counter",
+         "Time requests spent between an answer and their next pass (the engine's own work).",
+         [("", driver.gap_seconds)]),
         ("infill_requests_ended_total", "counter", "Requests that left the model, by how.",
          [(f'{{how="{how}"}}', getattr(driver, how)) for how in ENDS]),
     ]  # fmt: skip

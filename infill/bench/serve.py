@@ -76,6 +76,7 @@ class Level:
     # while a live request was still busy between its passes (/metrics' *_by_kind_*, *_takes_*).
     by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     early_takes: float | None = None
+    gap_ms: float | None = None  # a request's own work between two of its passes, mean (/metrics' *_gap_*)
 
 
 @dataclass
@@ -282,7 +283,7 @@ def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> 
         return after.get(name, 0.0) - before.get(name, 0.0)
 
     passes, rows = grown("infill_forward_passes_total"), grown("infill_forward_rows_total")
-    takes = grown("infill_forward_takes_total")
+    takes, gaps = grown("infill_forward_takes_total"), grown("infill_request_gaps_total")
     shared = grown("infill_forward_shared_passes_total")
     fills = len(load.latencies)
     return Level(
@@ -301,6 +302,7 @@ def run_level(target: Any, bodies: list[dict], clients: int, seconds: float) -> 
         errors=load.failed[:3],
         by_kind=forwards_by_kind(grown, after, fills),
         early_takes=grown("infill_forward_early_takes_total") / takes if takes else None,
+        gap_ms=1000 * grown("infill_request_gap_seconds_total") / gaps if gaps else None,
     )
 
 
@@ -416,7 +418,8 @@ def bench_serve(target: Any, clients: list[int], seconds: float, soak: float = 0
         if kinds:
             early = level.early_takes
             early = "" if early is None else f"; takes before all were pending {early:.0%}"
-            print(f"        by kind: {kinds}{early}", flush=True)
+            gap = "" if level.gap_ms is None else f"; {level.gap_ms:.1f} ms between a request's passes"
+            print(f"        by kind: {kinds}{early}{gap}", flush=True)
         for error in level.errors:
             print(f"        failed: {error}", file=sys.stderr)
     result: dict = {"target": where, "seconds": seconds, "levels": [asdict(level) for level in levels]}

@@ -55,7 +55,9 @@ Counters (`DriverStats`, what a server's /metrics reads): forwards run, rows the
 most rows and requests in one, forwards shared by several requests, the queue and the live
 requests, and how requests ended; then, to tell where a forward's time goes, the forwards, rows
 and seconds of each kind of pass, and the takes that left before every live request had its
-pass pending (the gather waited `gather_s` for a request still busy between its passes).
+pass pending (the gather waited `gather_s` for a request still busy between its passes); and the
+time the requests spent between an answer and their next pass (choosing tokens, parsing: the
+engine's own work, in their threads), which is what a gather waits for.
 """
 
 from __future__ import annotations
@@ -127,11 +129,18 @@ class DriverStats:
     failed: int  # raised anything else
     takes: int = 0  # times the loop took pending passes (each one forward or more: one per kind)
     early_takes: int = 0  # of those, taken while a live request had no pass pending yet
+    gaps: int = 0  # times a request asked for a pass after an answer (its passes but the first)
+    gap_seconds: float = 0.0  # the time between those answers and the next asks, in all
     by_kind: dict[str, tuple[int, int, float]] = field(default_factory=dict)  # kind: forwards, rows, s
 
     @property
     def rows_per_pass(self) -> float:
         return self.rows / self.passes if self.passes else 0.0
+
+    @property
+    def gap_ms(self) -> float:
+        """A request's own work between two of its passes, on average (milliseconds)."""
+        return 1000 * self.gap_seconds / self.gaps if self.gaps else 0.0
 
 
 class Ticket:
@@ -152,6 +161,7 @@ class Ticket:
         self.since = 0.0
         self.answer: torch.Tensor | BaseException | None = None
         self.answered = threading.Event()
+        self.answered_at: float | None = None  # when its last pass was answered
 
     def cancel(self) -> None:
         """Stop the request: it leaves at its next pass (or before it starts), with Cancelled."""
@@ -192,7 +202,7 @@ class BatchingDriver:
         self._stopped: BaseException | None = None  # what ended the loop, if anything did
         self._counts = dict(passes=0, rows=0, most_rows=0, most_requests=0, shared_passes=0,
                             forward_seconds=0.0, finished=0, cancelled=0, failed=0, takes=0,
-                            early_takes=0)  # fmt: skip
+                            early_takes=0, gaps=0, gap_seconds=0.0)  # fmt: skip
         self._by_kind: dict[str, tuple[int, int, float]] = {}
 
     # ------------------------------------------------------------------ the caller's side
@@ -270,6 +280,9 @@ class BatchingDriver:
                 raise RuntimeError("the batching driver's loop has ended") from self._stopped
             ticket.answered.clear()
             ticket.pending, ticket.since = p, time.monotonic()
+            if ticket.answered_at is not None:  # the request's own work since its last answer
+                self._counts["gaps"] += 1
+                self._counts["gap_seconds"] += ticket.since - ticket.answered_at
             self._lock.notify_all()
         ticket.answered.wait()
         answer, ticket.answer = ticket.answer, None
@@ -343,7 +356,7 @@ class BatchingDriver:
         return taken
 
     def _answer(self, ticket: Ticket, answer: torch.Tensor | BaseException) -> None:
-        ticket.pending, ticket.answer = None, answer
+        ticket.pending, ticket.answer, ticket.answered_at = None, answer, time.monotonic()
         ticket.answered.set()
 
     def _forward(self, taken: list[Ticket]) -> None:

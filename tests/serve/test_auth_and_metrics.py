@@ -98,7 +98,8 @@ def test_metrics_text_counts_requests_latency_and_the_drivers_passes():
     metrics.observe("/v1/completions", 429, 0.001)
     stats = DriverStats(passes=10, rows=25, most_rows=6, most_requests=4, shared_passes=7,
                         forward_seconds=1.5, queued=2, live=3, finished=8, cancelled=1, failed=0, takes=9,
-                        early_takes=4, by_kind={"refresh": (3, 5, 1.0), "span": (7, 20, 0.5)})  # fmt: skip
+                        early_takes=4, by_kind={"refresh": (3, 5, 1.0), "span": (7, 20, 0.5)}, gaps=6,
+                        gap_seconds=0.25)  # fmt: skip
     text = metrics.render(stats)
     assert "# TYPE infill_requests_total counter" in text
     assert "# TYPE infill_request_seconds histogram" in text
@@ -112,6 +113,7 @@ def test_metrics_text_counts_requests_latency_and_the_drivers_passes():
     assert values['infill_forward_rows_by_kind_total{kind="span"}'] == 20
     assert values['infill_forward_seconds_by_kind_total{kind="refresh"}'] == 1.0
     assert values["infill_forward_early_takes_total"] == 4
+    assert values["infill_request_gaps_total"] == 6 and values["infill_request_gap_seconds_total"] == 0.25
     assert values["infill_queue_length"] == 2 and values['infill_requests_ended_total{how="cancelled"}'] == 1
     import resource  # the process's own resident memory: within its peak, and more than a few MiB
 

@@ -32,6 +32,7 @@ def test_a_level_counts_its_fills_and_reads_the_servers_passes_and_memory(url):
     # the server's /metrics by kind of pass: the fills' refreshes and span passes, nothing else
     assert set(level.by_kind) <= {"full", "refresh", "span"} and "refresh" in level.by_kind
     assert level.by_kind["refresh"]["forwards"] > 0 and level.early_takes is not None
+    assert level.gap_ms is not None and level.gap_ms > 0  # the engine's own work between passes
 
 
 def test_refused_fills_are_counted_as_failed_with_their_status(url):
