@@ -248,7 +248,7 @@ def test_a_take_that_leaves_while_a_request_is_busy_is_counted_early(tiny_backen
     # The time between an answer and the next pass: the busy one's two pauses, the quick one's 11
     # gaps of next to nothing (the last pause of each comes after its last pass).
     assert stats.gaps == 2 + 11
-    assert 0.4 <= stats.gap_seconds < 0.4 + 0.1
+    assert 0.4 <= stats.gap_seconds < 0.4 + 0.3  # (threads wake late on a busy machine)
     assert stats.gap_ms == pytest.approx(1000 * stats.gap_seconds / 13)
 
 
