@@ -6,8 +6,10 @@ in for the family's (its ids are valid in every vocabulary here; mask, end-of-te
 ruled-out special ids are placed where the real ones are). Measured on a one-line span of a
 200-line file, through the real engine, in the window the device gets (CPU_CONTEXT tokens on the
 CPU, infill.models.denoiser.device_context) unless `context_length` says otherwise:
-  full pass    one pass over the whole canvas (the file's window), the output layer at the span only
-  cached pass  a span-only pass on the cached context (the engine's steps between full passes)
+  full pass    one pass over the whole canvas (the file's window), the output layer at the
+               positions a cached pass computes (below)
+  cached pass  a span-only pass on the cached context (the engine's steps between full passes):
+               over the span's positions, the decided line's (`line_tokens`) or a block's
   fill         the engine's one-line fill at each of several pass counts (`passes`; random
                weights never settle, so a fill runs exactly that many passes): the first fill
                after the document is opened, one full pass and span-only passes after it
@@ -251,7 +253,6 @@ def measure_shape(
     window = context_length or device_context(CONTEXT_CAP, device)
 
     rules = rules or {}
-
     budget = default_budget(line_tokens, window) if line_tokens else None  # the engine's, for such a line
 
     def options(count: int) -> InfillOptions:
