@@ -157,12 +157,24 @@ def test_a_second_fill_in_a_document_starts_from_its_kept_context(tiny_model):
         timed_fill(server)
         assert not any("kept context" in line for line in server.stderr)
         timed_fill(server)  # the same action again: the canvas is the one kept
-        [line] = [line for line in server.stderr if "kept context" in line]
+        [line] = logged(server, "kept context", 1)
         assert SMALL_URI in line and "1 first pass(es)" in line
         server.notify("textDocument/didClose", {"textDocument": {"uri": SMALL_URI}})
         server.open(SMALL_URI, SMALL)
         timed_fill(server)  # closed and opened again: nothing kept
         assert len([line for line in server.stderr if "kept context" in line]) == 1
+
+
+def logged(server: RawServer, text: str, count: int, timeout: float = 10.0) -> list[str]:
+    """The server's log lines holding `text`, once there are `count` of them: the log comes on
+    stderr, read apart from the answers on stdout, so a line logged before an answer may be read
+    after it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [line for line in server.stderr if text in line]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)
 
 
 def computed_positions(server: RawServer) -> list[int]:
