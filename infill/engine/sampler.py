@@ -116,7 +116,7 @@ def sample(
     expand_id = getattr(denoiser, "expand_id", None)
     revisions = torch.zeros_like(canvas)
     confidence = torch.ones(canvas.shape)
-    total_revisions, passes, converged = 0, 0, False
+    total_revisions, passes, asked, converged = 0, 0, 0, False  # asked: positions predicted in all
     for step in range(config.steps):
         if cancelled is not None and cancelled():
             raise Cancelled("sampling cancelled")
@@ -125,7 +125,7 @@ def sample(
             #   every masked one)
             predict.focus(wanted | (editable & (x == denoiser.mask_id)) if last else wanted)
         columns, probs = predict(x)  # (B, P, vocab) at the P positions computed
-        passes += 1
+        passes, asked = passes + 1, asked + len(columns)
         spread = partial(at_columns, x.shape, columns)  # (B, P) values -> (B, L)
         seen = spread(torch.ones(probs.shape[:2], dtype=torch.bool), False)  # the positions computed
         if decide_length and step == 0:
@@ -192,6 +192,7 @@ def sample(
         seconds=time.perf_counter() - started,
         converged=converged,
         cached_passes=passes - predict.full_passes,
+        predicted=asked,
     )
     return SampleResult(x, confidence, stats, first_view=predict.first_view)
 
