@@ -44,11 +44,14 @@ def minimal_edit(text: str, start: int, end: int, new_text: str) -> TextEdit | N
 
     prefix = _common_prefix_length(old, new_text)
     suffix = _common_suffix_length(old[prefix:], new_text[prefix:])
-    if _start_splits_crlf(old, new_text, prefix, suffix):
-        prefix -= 1
-        suffix = _common_suffix_length(old[prefix:], new_text[prefix:])
-    if _end_splits_crlf(old, new_text, prefix, suffix):
-        suffix -= 1
+    while True:  # backing off at one end can make the other split a pair: until neither does
+        if _start_splits_crlf(old, new_text, prefix, suffix):
+            prefix -= 1
+            suffix = _common_suffix_length(old[prefix:], new_text[prefix:])
+        elif _end_splits_crlf(old, new_text, prefix, suffix):
+            suffix -= 1
+        else:
+            break
 
     return TextEdit(start + prefix, end - suffix, new_text[prefix : len(new_text) - suffix])
 
