@@ -3,7 +3,8 @@
     x = canvas with every editable position set to <mask>
     repeat (at most `steps` passes):
         predict the editable positions with one bidirectional forward pass (over the span
-            positions only, on cached context keys/values, between full passes: see prediction.py)
+            positions only, on cached context keys/values, between full passes: see prediction.py;
+            with block passes, over the current block and what the last pass changed)
         first pass only: fix each span's length (the rest of its budget becomes <null>)
         re-mask committed tokens whose probability has fallen below `remask_threshold`
         choose a token for each masked position (temperature, top-p, top-k)
