@@ -38,3 +38,18 @@ def remask_syntax(
     """The repair stage with `rounds` retries, `edits` token edits and `restarts` fresh fills."""
     policy = RepairPolicy(retries=rounds, token_edits=edits, fresh_fills=restarts, pass_budget=pass_budget)
     return repair(denoiser, Decoder(denoiser, document, canvas), sampled, config, policy, on_step, cancelled)
+
+
+class CountingPositions:
+    """A caching denoiser, the positions each of its cached passes computed counted (`computed`)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.computed: list[int] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def cached_logits(self, ids, positions, cache, refresh):
+        self.computed.append(len(positions))
+        return self.inner.cached_logits(ids, positions, cache, refresh)

@@ -112,7 +112,7 @@ def sample(
     decide_length = config.length == "first-pass" and denoiser.null_id is not None
     fixed_length = config.length in ("first-pass", "given") and denoiser.null_id is not None
     blocks = block_index(editable, config.block_length)
-    focusing = config.block_passes and config.block_length is not None and predict.caching
+    focusing = config.block_passes and predict.caching  # (SamplerConfig: block passes have blocks)
     wanted: torch.Tensor | None = None  # block passes: the positions the next pass computes
     expand_id = getattr(denoiser, "expand_id", None)
     revisions = torch.zeros_like(canvas)

@@ -376,25 +376,12 @@ def test_shapes_tiny_runs_every_family_at_each_pass_count_in_the_devices_window(
     assert "fill@2 ms" in table and "next@3 ms" in table and "ready@3 ms" in table
 
 
-class CountingPositions:
-    """A denoiser, the positions each of its cached passes computed counted."""
-
-    def __init__(self, inner):
-        self.inner, self.computed = inner, []
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def cached_logits(self, ids, positions, cache, refresh):
-        self.computed.append(len(positions))
-        return self.inner.cached_logits(ids, positions, cache, refresh)
-
-
 @pytest.mark.parametrize("block_passes", [False, True])
 def test_a_decided_length_narrows_the_random_networks_fill_to_that_many_positions(block_passes):
     """--line-tokens: the first pass runs over the line's whole budget, as a trained network's
     does, and decides 5 tokens; the passes after it compute those (or, with block passes, a
     block of 2 and what the pass before changed)."""
+    from plans import CountingPositions
     from samples import COUNTER_MODULE
 
     from infill.bench.shapes import DecidedLength, random_denoiser

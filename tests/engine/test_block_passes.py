@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from plans import CountingPositions
 from samples import COUNTER_MODULE, LEAKS
 from test_unmasking import MASK, TableDenoiser, rising_confidence_problem
 
@@ -121,27 +122,12 @@ def test_block_passes_need_blocks():
 # ----------------------------------------------------------------------------- the shipped model
 
 
-class CountingDenoiser:
-    """A real denoiser, each cached pass's computed positions counted."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.computed: list[int] = []
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def cached_logits(self, ids, positions, cache, refresh):
-        self.computed.append(len(positions))
-        return self.inner.cached_logits(ids, positions, cache, refresh)
-
-
 @pytest.mark.slow
 def test_a_real_fill_with_block_passes_computes_a_block_or_two_a_pass_and_comes_out_whole():
     text = COUNTER_MODULE
     span = line_span(text, 11, 13)  # mean's loop and return: three lines of a body
     document = document_from_bytes(text.encode())
-    counting = CountingDenoiser(load_backend())
+    counting = CountingPositions(load_backend())
     sampler = SamplerConfig(steps=24, block_length=4, block_passes=True)
     result = infill(counting, document, [span], InfillOptions(sampler=sampler, retries=0, token_edits=0,
                                                               fresh_fills=0, recall=False))  # fmt: skip
