@@ -175,11 +175,11 @@ def peak_mib(device: torch.device) -> float:
 def weights_read(network: torch.nn.Module) -> tuple[int, int]:
     """(bytes, numbers) of the weights a span pass multiplies by: every linear layer's, the output
     layer's (a tied float one: the embedding's); the embedding itself is only looked up."""
-    from infill.models.int4 import Int4Linear
+    from infill.models.int4 import Int4Layer
 
     total, numbers = 0, 0
     for module in network.modules():
-        if isinstance(module, Int4Linear):
+        if isinstance(module, Int4Layer):
             total, numbers = total + module.nbytes(), numbers + module.in_features * module.out_features
         elif isinstance(module, torch.nn.Linear):
             total += module.weight.numel() * module.weight.element_size()

@@ -63,9 +63,32 @@ def packable(linear: nn.Linear, preferred: int = GROUP_SIZE) -> bool:
     return linear.out_features % 16 == 0 and group_size_for(linear.in_features, preferred) is not None
 
 
-class Int4Linear(nn.Module):
-    """A linear layer whose weights are 4-bit integers with a scale and offset per group (above).
-    Made from a float layer's weights (any float dtype; the bias is kept as it is)."""
+class Int4Layer(nn.Module):
+    """A linear layer whose weights are 4-bit integers with a scale and offset per group (above):
+    `Int4Linear` (PyTorch's kernel) or `infill.models.int4_native.NativeInt4Linear` (infill's).
+    Each has `in_features`, `out_features`, `group_size`, `dequantized()` and `nbytes()`."""
+
+    in_features: int
+    out_features: int
+    group_size: int
+
+    def dequantized(self) -> torch.Tensor:
+        """The weights as the kernel sees them, (out, in) in float32."""
+        raise NotImplementedError
+
+    def nbytes(self) -> int:
+        """Bytes a pass reads for this layer's weights: the packed numbers and the group scales."""
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        bias = getattr(self, "bias", None) is not None
+        return f"in={self.in_features}, out={self.out_features}, group={self.group_size}, bias={bias}"
+
+
+class Int4Linear(Int4Layer):
+    """A linear layer whose weights are 4-bit integers with a scale and offset per group (above),
+    multiplied by PyTorch's kernel. Made from a float layer's weights (any float dtype; the bias is
+    kept as it is)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, group_size: int = GROUP_SIZE):
         super().__init__()
@@ -138,12 +161,7 @@ class Int4Linear(nn.Module):
         return y.float().t().contiguous()
 
     def nbytes(self) -> int:
-        """Bytes a pass reads for this layer's weights: the packed numbers and the group scales."""
         return sum(t.numel() * t.element_size() for t in (self.packed, self.scales_and_zeros))
-
-    def extra_repr(self) -> str:
-        bias = self.bias is not None
-        return f"in={self.in_features}, out={self.out_features}, group={self.group_size}, bias={bias}"
 
 
 @functools.cache

@@ -42,9 +42,10 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+import infill.models.int4_native as int4_native
 from infill.errors import ModelError
 from infill.models.decoder import Decoder
-from infill.models.int4 import Int4Linear, packable
+from infill.models.int4 import Int4Layer, Int4Linear, packable
 from infill.options import QUANTIZE_MODES
 
 TABLE_ROWS = 16384  # embedding rows quantized at a time
@@ -138,13 +139,15 @@ def quantizing(
     if quantize == "auto":
         print(f"infill: {kind} weights (--quantize auto; --quantize none keeps them as stored)",
               file=sys.stderr)  # fmt: skip
+    if kind == "int4" and device.type == "cpu":
+        print(f"infill: int4 products by {int4_native.description()}", file=sys.stderr)
     return Quantizing(network, kind, dtype, int8_embedding=device.type == "cpu")
 
 
 def quantized_kind(network: nn.Module) -> str:
     """"int4", "int8" or "none": how `network`'s linear layers hold their weights."""
     modules = list(network.modules())
-    if any(isinstance(module, Int4Linear) for module in modules):
+    if any(isinstance(module, Int4Layer) for module in modules):
         return "int4"
     return "int8" if any(is_quantized(module) for module in modules) else "none"
 
@@ -210,7 +213,7 @@ class Quantizing:
     def swap(self, module: nn.Module) -> nn.Module:
         if isinstance(module, nn.Embedding):
             return Int8Embedding.of(self.rows(module), self.dtype)
-        return int8_linear(module) if self.kind == "int8" else Int4Linear.of(module)
+        return int8_linear(module) if self.kind == "int8" else int4_layer(module)
 
     def rows(self, embedding: nn.Embedding) -> list[torch.Tensor]:
         """The embedding table in int8 (`int8_rows`), in blocks of rows (a 7B network's table in
@@ -221,6 +224,14 @@ class Quantizing:
         table = embedding.weight
         starts = range(0, len(table), TABLE_ROWS)
         return [int8_rows(table[start : start + TABLE_ROWS].float()) for start in starts]
+
+
+def int4_layer(linear: nn.Linear) -> Int4Layer:
+    """`linear` with 4-bit weights: infill's own kernel on a CPU that builds it (int8 activations,
+    AVX-512 VNNI: infill.models.int4_native), else PyTorch's (bfloat16 activations)."""
+    if linear.weight.device.type == "cpu" and int4_native.available():
+        return int4_native.NativeInt4Linear(linear.weight, linear.bias)
+    return Int4Linear.of(linear)
 
 
 def set_submodule(network: nn.Module, name: str, module: nn.Module) -> None:
@@ -304,7 +315,7 @@ def quantized_layers(network: nn.Module) -> list[str]:
 
 
 def is_quantized(module: nn.Module) -> bool:
-    if isinstance(module, (Int8Embedding, Int4Linear)):
+    if isinstance(module, (Int8Embedding, Int4Layer)):
         return True
     weight = getattr(module, "weight", None)
     return callable(weight) and weight().dtype == torch.qint8  # quantized layers: weight is a method

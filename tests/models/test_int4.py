@@ -27,21 +27,24 @@ from torch import nn
 import infill.models.int4 as int4
 from infill.cli import EXIT_MODEL, main
 from infill.errors import ModelError
-from infill.models import load, quantize
-from infill.models.int4 import Int4Linear, group_size_for
+from infill.models import int4_native, load, quantize
+from infill.models.int4 import Int4Layer, Int4Linear, group_size_for
 from infill.models.quantize import Int8Embedding, chosen_quantization, quantized_kind, quantized_layers
 
 FAMILIES = ["Dream", "DreamOn", "LLaDA", "Open-dCoder"]
 LOGP_BOUND = 0.5  # largest |log p(int4) - log p(float32)| at masked positions of the tiny checkpoints
 
 
-def reference_int4(weight: torch.Tensor, group: int) -> torch.Tensor:
+def reference_int4(weight: torch.Tensor, group: int, native: bool = False) -> torch.Tensor:
     """Min-max 4-bit quantization by groups of `group` inputs, turned back into float32, with the
-    scale and offset rounded to bfloat16 as the kernel stores them: (q - 8) * scale + zero."""
+    scale and offset rounded to bfloat16 as the kernel stores them: PyTorch's (q - 8) * scale + zero,
+    where zero = low + 8 * scale; infill's own (`native`) q * scale + low."""
     w = weight.detach().float().reshape(weight.shape[0], -1, group)
     low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
     scale = ((high - low) / 15).clamp(min=1e-10)
     q = torch.clamp(torch.round((w - low) / scale), 0, 15)
+    if native:
+        return (q * scale.bfloat16().float() + low.bfloat16().float()).reshape(weight.shape)
     zero = (low + 8 * scale).bfloat16().float()
     return ((q - 8) * scale.bfloat16().float() + zero).reshape(weight.shape)
 
@@ -52,26 +55,36 @@ def reference_int8_rows(weight: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.round(weight.detach().float() / scale), -128, 127) * scale
 
 
-class RoundedInputLinear(nn.Module):
-    """A float linear layer on given weights whose inputs are rounded to bfloat16 first, as the
-    kernel takes them."""
+def int8_blocks(x: torch.Tensor, block: int = 32) -> torch.Tensor:
+    """`x` with each `block` inputs of a row rounded to int8 steps of |max| / 127, turned back into
+    float32 (what infill's own kernel multiplies)."""
+    rows = x.float().reshape(*x.shape[:-1], -1, block)
+    largest = rows.abs().amax(-1, keepdim=True)
+    inverse = torch.where(largest > 0, 127 / largest, 0)
+    return (torch.round(rows * inverse) * (largest / 127)).reshape(x.shape)
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
+
+class RoundedInputLinear(nn.Module):
+    """A float linear layer on given weights whose inputs are rounded first as the kernel takes
+    them: to bfloat16 (PyTorch's) or to int8 blocks (infill's own, `native`)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, native: bool):
         super().__init__()
-        self.weight, self.bias = weight, bias
+        self.weight, self.bias, self.native = weight, bias, native
 
     def forward(self, x):
-        return F.linear(x.bfloat16().float(), self.weight, self.bias)
+        return F.linear(int8_blocks(x) if self.native else x.bfloat16().float(), self.weight, self.bias)
 
 
 def reference_network(network: nn.Module) -> nn.Module:
     """`network` (a float32 Decoder) with the weights int4 gives each packable linear layer and the
-    embedding as int8 rows, computed by the references above."""
+    embedding as int8 rows, computed by the references above, for the kernel this CPU runs."""
+    native = int4_native.available()
     network.untie_head()
     for name, module in list(network.named_modules()):
         if isinstance(module, nn.Linear) and module.out_features % 16 == 0:
             group = group_size_for(module.in_features)
-            swap = RoundedInputLinear(reference_int4(module.weight, group), module.bias)
+            swap = RoundedInputLinear(reference_int4(module.weight, group, native), module.bias, native)
             parent, _, attribute = name.rpartition(".")
             setattr(network.get_submodule(parent), attribute, swap)
     network.embed.weight = nn.Parameter(reference_int8_rows(network.embed.weight), requires_grad=False)
@@ -147,13 +160,12 @@ def test_int4_predicts_as_its_reference_and_close_to_float32(family, tiny):
 @pytest.mark.parametrize("family", ["Dream", "Open-dCoder"])
 def test_every_packable_layer_is_int4_and_packed_from_bfloat16(family, tiny, monkeypatch):
     packed_from = []
-    quantize_int4 = int4.quantize_int4
-    monkeypatch.setattr(
-        int4, "quantize_int4", lambda w, g: packed_from.append(w.dtype) or quantize_int4(w, g)
-    )
+    module, function = (int4_native, "pack") if int4_native.available() else (int4, "quantize_int4")
+    packing = getattr(module, function)
+    monkeypatch.setattr(module, function, lambda w, g: packed_from.append(w.dtype) or packing(w, g))
     network = load(tiny(family), "cpu", "float32", quantize="int4").network
     assert quantized_kind(network) == "int4"
-    linear = [name for name, m in network.named_modules() if isinstance(m, Int4Linear)]
+    linear = [name for name, m in network.named_modules() if isinstance(m, Int4Layer)]
     assert "head" in linear and len(linear) == 1 + 7 * len(network.layers)
     assert not [m for m in network.modules() if type(m) in (nn.Linear, nn.Embedding)]
     assert isinstance(network.embed, Int8Embedding) and network.embed.rows.dtype == torch.int8
@@ -295,5 +307,5 @@ def test_int4_on_cuda_keeps_the_embedding_as_stored(tiny):
     for name, _ in list(network.named_parameters()):
         loading.loaded(name)
     assert type(network.embed) is nn.Embedding and network.embed.weight.dtype == torch.bfloat16
-    linear = [name for name, m in network.named_modules() if isinstance(m, Int4Linear)]
+    linear = [name for name, m in network.named_modules() if isinstance(m, Int4Layer)]
     assert "head" in linear and len(linear) == 1 + 7 * len(network.layers)

@@ -1,0 +1,212 @@
+/* infill's 4-bit product for the CPU: int4 weights times int8 activations in integer dot products
+   (AVX-512 VNNI's vpdpbusd: 64 byte products an instruction, against 16 float multiply-adds; on
+   CPUs without AVX-512, AVX-VNNI's or AVX2's 256-bit ones). Built at first use by
+   infill/models/int4_native.py for the CPU it runs on (-march=native); where this CPU has none of
+   these the build stops at the #error below and infill keeps PyTorch's kernel.
+
+   Layouts (infill/models/int4_native.py packs them):
+     weights  (N/16) x (K/8) x 64 bytes: for each tile of 16 output rows and each 8 inputs, byte
+              4j+i holds row j's input i in its low four bits and input 4+i in its high four,
+              so one 64-byte load feeds the 16 rows' int32 lanes four inputs at a time;
+     scales, offsets  (N/16) x (K/G) x 16 bfloat16: weight = q * scale + offset, q in 0..15;
+     activations  int8, one scale for each 32 inputs of a row (quantize_row), and for each
+              group of G the sum of the quantized activations, so that the offsets' term cancels
+              the products' exactly: sum_k w_k x_k = scale * sum_k q_k x_k + offset * sum_k x_k.
+
+   The loops (multiply_rows) are written once over "16 lanes": one 512-bit register, or two
+   256-bit ones; the few operations they use are defined for each below. */
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define BLOCK 32 /* inputs sharing one activation scale */
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define ROWS 4 /* 4 or 2: activation rows multiplied with each loaded piece of weights */
+typedef __m512i ints;  /* 16 int32 lanes: one output row each */
+typedef __m512 floats; /* 16 float lanes */
+static inline ints ints_zero(void) { return _mm512_setzero_si512(); }
+static inline floats floats_zero(void) { return _mm512_setzero_ps(); }
+static inline void nibbles(const uint8_t *chunk, ints *low, ints *high) {
+    const __m512i mask = _mm512_set1_epi8(0x0F), packed = _mm512_loadu_si512((const void *)chunk);
+    *low = _mm512_and_si512(packed, mask);
+    *high = _mm512_and_si512(_mm512_srli_epi16(packed, 4), mask);
+}
+/* each lane + its 4 weights (unsigned bytes) times the same 4 activations (signed bytes) */
+static inline ints dot(ints sums, ints weights, const int8_t *x) {
+    return _mm512_dpbusd_epi32(sums, weights, _mm512_broadcastd_epi32(_mm_loadu_si32(x)));
+}
+static inline floats scaled(floats sums, ints dots, float step) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_set1_ps(step), sums);
+}
+static inline floats times_plus(floats a, floats b, floats c) { return _mm512_fmadd_ps(a, b, c); }
+static inline floats broadcast(float value) { return _mm512_set1_ps(value); }
+static inline floats bfloat16s(const uint16_t *p) {
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+static inline void store(float *out, floats value) { _mm512_storeu_ps(out, value); }
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#define ROWS 2 /* 16 ymm registers: two rows' three sums of two registers each, and the weights */
+typedef struct { __m256i low, high; } ints; /* lanes 0-7, 8-15 */
+typedef struct { __m256 low, high; } floats;
+static inline ints ints_zero(void) { return (ints){_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+static inline floats floats_zero(void) { return (floats){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline void nibbles(const uint8_t *chunk, ints *low, ints *high) {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256i first = _mm256_loadu_si256((const __m256i *)chunk);
+    __m256i second = _mm256_loadu_si256((const __m256i *)(chunk + 32));
+    *low = (ints){_mm256_and_si256(first, mask), _mm256_and_si256(second, mask)};
+    *high = (ints){_mm256_and_si256(_mm256_srli_epi16(first, 4), mask),
+                   _mm256_and_si256(_mm256_srli_epi16(second, 4), mask)};
+}
+static inline __m256i dot8(__m256i sums, __m256i weights, __m256i x) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(sums, weights, x);
+#else /* pairs of byte products in int16 (at most 2 x 15 x 127: never saturates), then pairs of those */
+    __m256i pairs = _mm256_maddubs_epi16(weights, x);
+    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+static inline ints dot(ints sums, ints weights, const int8_t *x) {
+    __m256i four = _mm256_set1_epi32(*(const int32_t *)x);
+    return (ints){dot8(sums.low, weights.low, four), dot8(sums.high, weights.high, four)};
+}
+static inline floats scaled(floats sums, ints dots, float step) {
+    __m256 s = _mm256_set1_ps(step);
+    return (floats){_mm256_fmadd_ps(_mm256_cvtepi32_ps(dots.low), s, sums.low),
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots.high), s, sums.high)};
+}
+static inline floats times_plus(floats a, floats b, floats c) {
+    return (floats){_mm256_fmadd_ps(a.low, b.low, c.low), _mm256_fmadd_ps(a.high, b.high, c.high)};
+}
+static inline floats broadcast(float value) { return (floats){_mm256_set1_ps(value), _mm256_set1_ps(value)}; }
+static inline __m256 bfloat16s8(const uint16_t *p) {
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+static inline floats bfloat16s(const uint16_t *p) { return (floats){bfloat16s8(p), bfloat16s8(p + 8)}; }
+static inline void store(float *out, floats value) {
+    _mm256_storeu_ps(out, value.low);
+    _mm256_storeu_ps(out + 8, value.high);
+}
+
+#endif
+
+/* the instructions this build multiplies with */
+const char *infill_int4_instructions(void) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    return "AVX-512 VNNI";
+#elif defined(__AVXVNNI__)
+    return "AVX-VNNI";
+#else
+    return "AVX2";
+#endif
+}
+
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "this CPU has neither AVX-512 VNNI nor AVX2: infill keeps PyTorch's 4-bit kernel"
+#endif
+
+/* one row of activations -> its int8 numbers (x * 127 / |max|, rounded to nearest even), a scale
+   for each 32 (|max| / 127) and a sum for each group (of the int8 numbers times their scales) */
+static void quantize_row(const float *row, int64_t K, int64_t G, int8_t *xq, float *sx, float *xsum) {
+    for (int64_t g = 0; g < K / G; g++) {
+        float sum = 0.f;
+        for (int64_t b = g * (G / BLOCK); b < (g + 1) * (G / BLOCK); b++) {
+            const float *x = row + b * BLOCK;
+            float amax = 0.f;
+            for (int i = 0; i < BLOCK; i++) {
+                float magnitude = x[i] < 0.f ? -x[i] : x[i];
+                amax = magnitude > amax ? magnitude : amax;
+            }
+            const float inverse = amax > 0.f ? 127.f / amax : 0.f;
+            int32_t total = 0;
+            for (int i = 0; i < BLOCK; i++) {
+                int32_t q = (int32_t)__builtin_nearbyintf(x[i] * inverse);
+                xq[b * BLOCK + i] = (int8_t)q;
+                total += q;
+            }
+            sx[b] = amax / 127.f;
+            sum += sx[b] * (float)total;
+        }
+        xsum[g] = sum;
+    }
+}
+
+/* rows m0 .. m0 + rows - 1 of the output's 16 columns of tile t: the quantized activations times
+   the tile's 4-bit weights (inlined for each constant `rows`, so that the sums stay in registers) */
+static inline __attribute__((always_inline)) void multiply_rows(
+    const int rows, int64_t m0, int64_t t, const int8_t *xq, const float *sx, const float *xsum,
+    int64_t K, int64_t G, const uint8_t *weights, const uint16_t *scales, const uint16_t *offsets,
+    int64_t N, float *out) {
+    const int64_t groups = K / G, blocks = K / BLOCK;
+    const uint8_t *tile = weights + t * (K / 8) * 64;
+    const uint16_t *scale = scales + t * groups * 16, *offset = offsets + t * groups * 16;
+    floats total[ROWS];
+    for (int r = 0; r < rows; r++) total[r] = floats_zero();
+    for (int64_t g = 0; g < groups; g++) {
+        floats group[ROWS];
+        for (int r = 0; r < rows; r++) group[r] = floats_zero();
+        for (int64_t b = g * (G / BLOCK); b < (g + 1) * (G / BLOCK); b++) {
+            ints dots[ROWS];
+            for (int r = 0; r < rows; r++) dots[r] = ints_zero();
+            for (int64_t chunk = b * (BLOCK / 8); chunk < (b + 1) * (BLOCK / 8); chunk++) {
+                ints low, high;
+                nibbles(tile + chunk * 64, &low, &high);
+                for (int r = 0; r < rows; r++) {
+                    const int8_t *x = xq + (m0 + r) * K + chunk * 8; /* 4 + 4 inputs to every lane */
+                    dots[r] = dot(dot(dots[r], low, x), high, x + 4);
+                }
+            }
+            for (int r = 0; r < rows; r++) group[r] = scaled(group[r], dots[r], sx[(m0 + r) * blocks + b]);
+        }
+        floats s = bfloat16s(scale + g * 16), z = bfloat16s(offset + g * 16);
+        for (int r = 0; r < rows; r++)
+            total[r] = times_plus(z, broadcast(xsum[(m0 + r) * groups + g]), times_plus(group[r], s, total[r]));
+    }
+    for (int r = 0; r < rows; r++) store(out + (m0 + r) * N + t * 16, total[r]);
+}
+
+/* the 16 output columns of tile t, ROWS rows of activations at a time */
+static void multiply_tile(int64_t t, const int8_t *xq, const float *sx, const float *xsum, int64_t M,
+                          int64_t K, int64_t G, const uint8_t *weights, const uint16_t *scales,
+                          const uint16_t *offsets, int64_t N, float *out) {
+    int64_t m0 = 0;
+    for (; m0 + ROWS <= M; m0 += ROWS)
+        multiply_rows(ROWS, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
+    switch (M - m0) { /* the rows left: fewer than ROWS */
+#if ROWS > 3
+    case 3: multiply_rows(3, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
+    case 2: multiply_rows(2, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
+#endif
+    case 1: multiply_rows(1, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
+    }
+}
+
+/* out (M x N float32) = x (M x K float32) times the 4-bit weights (N x K) transposed, on `threads`
+   OpenMP threads. 1 when the scratch for the quantized activations could not be had (nothing
+   written), else 0. */
+int infill_int4_linear(const float *x, int64_t M, int64_t K, int64_t G, const uint8_t *weights,
+                       const uint16_t *scales, const uint16_t *offsets, int64_t N, float *out,
+                       int threads) {
+    int8_t *xq = malloc((size_t)(M * K));
+    float *sx = malloc(sizeof(float) * (size_t)(M * (K / BLOCK)));
+    float *xsum = malloc(sizeof(float) * (size_t)(M * (K / G)));
+    if (!xq || !sx || !xsum) {
+        free(xq), free(sx), free(xsum);
+        return 1;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t m = 0; m < M; m++)
+            quantize_row(x + m * K, K, G, xq + m * K, sx + m * (K / BLOCK), xsum + m * (K / G));
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < N / 16; t++)
+            multiply_tile(t, xq, sx, xsum, M, K, G, weights, scales, offsets, N, out);
+    }
+    free(xq), free(sx), free(xsum);
+    return 0;
+}

@@ -1,0 +1,176 @@
+"""infill's own 4-bit product (infill.models.int4_native): the kernel built from its C source
+computes what a quantization written here computes (weights min-max by groups, activations int8 by
+blocks of 32), for every row count around its blocking, every group size and odd shapes, built for
+this CPU and for the CPUs without AVX-512 that it can stand in for (AVX-VNNI, AVX2); its weights
+come back as `dequantized()` says; threads change nothing; and where it cannot be built (no
+compiler, a CPU with neither AVX-512 VNNI nor AVX2, INFILL_INT4_KERNEL=pytorch) 4-bit layers keep
+PyTorch's kernel, with the reason, and the build is never half-written.
+
+The kernel's agreement with float32 on the families' tiny checkpoints is tested with PyTorch's in
+tests/models/test_int4.py (its reference network follows the kernel this CPU runs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+import torch
+from external import require_program
+from torch import nn
+
+from infill.models import int4_native, quantize
+from infill.models.int4 import Int4Linear
+from infill.models.int4_native import NativeInt4Linear
+
+CPU_REASONS = ("this CPU has neither AVX-512 VNNI nor AVX2", "built for Linux on x86-64 only")
+
+
+@pytest.fixture
+def native():
+    """The built kernel; skipped where this CPU cannot run it, a failure where it should build."""
+    require_program("cc", install="apt-get install -y gcc")
+    build = int4_native.build()
+    if build.library is None:
+        if build.reason.startswith(CPU_REASONS):
+            pytest.skip(f"NOT TESTED: infill's 4-bit kernel: {build.reason}")
+        pytest.fail(f"infill's 4-bit kernel did not build: {build.reason}")
+    return build.library
+
+
+@pytest.fixture
+def fresh_build(tmp_path, monkeypatch):
+    """`int4_native.build()` from nothing, into a cache folder of this test's own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    int4_native.build.cache_clear()
+    yield tmp_path / "infill" / "kernels"
+    int4_native.build.cache_clear()
+
+
+def quantized_weights(weight: torch.Tensor, group: int) -> torch.Tensor:
+    """Min-max 4 bits by groups of `group` inputs: q * scale + low, scale and low in bfloat16."""
+    w = weight.float().reshape(len(weight), -1, group)
+    low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+    scale = ((high - low) / 15).clamp(min=1e-10)
+    q = torch.clamp(torch.round((w - low) / scale), 0, 15)
+    return (q * scale.bfloat16().float() + low.bfloat16().float()).reshape(weight.shape)
+
+
+def quantized_activations(x: torch.Tensor) -> torch.Tensor:
+    """Each 32 inputs of a row in int8 steps of |max| / 127 (x * (127 / |max|), rounded)."""
+    blocks = x.float().reshape(len(x), -1, 32)
+    largest = blocks.abs().amax(-1, keepdim=True)
+    inverse = torch.where(largest > 0, 127 / largest, 0)
+    return (torch.round(blocks * inverse) * (largest / 127)).reshape(x.shape)
+
+
+def expected(x: torch.Tensor, weight: torch.Tensor, group: int) -> torch.Tensor:
+    return (quantized_activations(x).double() @ quantized_weights(weight, group).double().t()).float()
+
+
+@pytest.mark.parametrize("group", [32, 64, 128, 256])
+def test_the_product_is_the_quantized_product(native, group):
+    torch.manual_seed(group)
+    weight = torch.randn(48, 512) * 0.02  # three tiles of 16 outputs
+    layer = NativeInt4Linear(weight, None, group)
+    assert layer.group_size == group
+    assert torch.allclose(layer.dequantized(), quantized_weights(weight, group), atol=1e-6)
+    for rows in (1, 3, 4, 5, 8, 9, 33):  # around the kernel's 4 rows a load of weights
+        x = torch.randn(rows, 512)
+        want = expected(x, weight, group)
+        assert (layer(x) - want).abs().max() <= 1e-5 * want.abs().max(), rows
+
+
+# -march for a CPU without AVX-512 (the C source's 256-bit path) -> the flag this CPU needs to run it
+OTHER_CPUS = {"x86-64-v3": "avx2", "alderlake": "avx_vnni"}  # AVX2 byte products; AVX-VNNI's
+
+
+@pytest.mark.parametrize("march", sorted(OTHER_CPUS))
+def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
+    if f" {OTHER_CPUS[march]} " not in int4_native.cpu_flags() + " ":
+        pytest.skip(f"NOT TESTED: this CPU cannot run code built for {march} (no {OTHER_CPUS[march]})")
+    flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in int4_native.FLAGS)
+    path = tmp_path / f"int4_{march}.so"
+    assert int4_native.compile_library(int4_native.shutil.which("cc"), path, flags) == ""
+    library = int4_native.declared(ctypes.CDLL(str(path)))
+    torch.manual_seed(3)
+    weight = torch.randn(48, 256) * 0.02
+    layer = NativeInt4Linear(weight, None, 64)
+    for rows in (1, 2, 3, 5):  # around its 2 rows a load of weights
+        x = torch.randn(rows, 256)
+        want = expected(x, weight, 64)
+        got = int4_native.matmul(x, layer.tiles, layer.scales, layer.offsets, library)
+        assert (got - want).abs().max() <= 1e-5 * want.abs().max(), rows
+        assert torch.allclose(got, layer(x), atol=1e-5)  # and what this CPU's build gives
+
+
+def test_odd_shapes_batches_bias_and_dtypes(native):
+    torch.manual_seed(0)
+    weight, bias = torch.randn(80, 96, dtype=torch.bfloat16), torch.randn(80)  # 96: groups of 32
+    layer = NativeInt4Linear(weight, bias)
+    assert layer.group_size == 32
+    x = torch.randn(2, 3, 96)
+    want = expected(x.reshape(6, 96), weight, 32).reshape(2, 3, 80) + bias
+    assert torch.allclose(layer(x), want, atol=1e-4)
+    assert layer(x.bfloat16()).dtype == torch.bfloat16
+    zeros = torch.zeros(2, 96)  # a block of zeros has no scale: it contributes nothing
+    assert torch.equal(layer(zeros), bias.expand(2, 80))
+    with pytest.raises(ValueError, match="cannot be packed"):
+        NativeInt4Linear(torch.zeros(24, 64), None)  # outputs not whole tiles of 16
+
+
+def test_the_error_against_float_weights_is_the_quantizations(native):
+    """Against the float layer: about what 4-bit weights alone cost, plus int8 activations' 0.5%."""
+    torch.manual_seed(1)
+    weight = torch.randn(256, 1024) * 0.02
+    x = torch.randn(16, 1024)
+    exact = x @ weight.t()
+    error = lambda y: ((y - exact).norm() / exact.norm()).item()  # noqa: E731
+    native_error = error(NativeInt4Linear(weight, None)(x))
+    pytorch_error = error(Int4Linear(weight, None)(x).float())
+    assert 0.05 < pytorch_error < native_error < pytorch_error + 0.02, (native_error, pytorch_error)
+
+
+def test_threads_change_nothing(native):
+    torch.manual_seed(2)
+    layer = NativeInt4Linear(torch.randn(128, 256), None)
+    x = torch.randn(7, 256)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = layer(x)
+        torch.set_num_threads(2)
+        two = layer(x)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two)
+
+
+def test_quantizing_picks_the_kernel_and_the_switch_keeps_pytorchs(native, fresh_build, monkeypatch):
+    linear = nn.Linear(64, 32)
+    assert isinstance(quantize.int4_layer(linear), NativeInt4Linear)
+    assert int4_native.description().startswith("infill's kernel (AVX")
+    assert list(fresh_build.glob("int4_native-*.so"))  # built into the cache folder, nothing else
+    assert not list(fresh_build.glob("*.tmp")) and not list(fresh_build.glob("*.failed"))
+    monkeypatch.setenv(int4_native.SWITCH, "pytorch")
+    int4_native.build.cache_clear()
+    assert int4_native.build().reason == "INFILL_INT4_KERNEL=pytorch"
+    assert int4_native.description() == "PyTorch's kernel (infill's own: INFILL_INT4_KERNEL=pytorch)"
+    assert type(quantize.int4_layer(linear)) is Int4Linear
+
+
+def test_where_it_cannot_build_the_reason_is_kept_and_pytorchs_kernel_runs(fresh_build, monkeypatch):
+    require_program("cc", install="apt-get install -y gcc")
+    monkeypatch.setattr(int4_native, "FLAGS", ("-O2", "-march=x86-64", "-shared", "-fPIC"))  # SSE2 only
+    build = int4_native.build()
+    assert build.library is None and build.reason == "this CPU has neither AVX-512 VNNI nor AVX2"
+    assert [path.suffix for path in fresh_build.iterdir()] == [".failed"]  # no library, no partial one
+    int4_native.build.cache_clear()
+    assert int4_native.build().reason == build.reason  # read back, not built again
+    assert type(quantize.int4_layer(nn.Linear(64, 32))) is Int4Linear
+
+
+def test_without_a_compiler(fresh_build, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-compiler-anywhere")
+    assert int4_native.build().reason == "no C compiler (cc) to build it with"
+    assert not fresh_build.exists() or not list(fresh_build.iterdir())
