@@ -34,6 +34,7 @@ LAYERS = {  # (outputs, inputs)
 }
 ROWS = (1, 4, 8, 16, 32, 64, 256)
 KERNELS = {"pytorch": Int4Linear, "infill": NativeInt4Linear}
+LABELS = {"pytorch": "PyTorch's kernel", "infill": "infill's kernel"}
 
 
 def best_ms(x: torch.Tensor, layers: list, repeat: int = 3) -> float:
@@ -69,8 +70,9 @@ def plot(table: list[dict], path: str) -> None:
     figure, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 4))
     for axis, row in zip(axes, shown):
         for kernel, style in (("pytorch", "o-"), ("infill", "s-")):
-            over_floor = [row[f"{kernel}_ms"][r] / row["floor_ms"] for r in ROWS]
-            axis.plot(ROWS, over_floor, style, label=f"{kernel}'s kernel")
+            times = {int(rows): ms for rows, ms in row[f"{kernel}_ms"].items()}  # JSON's keys are text
+            over_floor = [times[r] / row["floor_ms"] for r in ROWS]
+            axis.plot(ROWS, over_floor, style, label=LABELS[kernel])
         axis.axhline(1, color="grey", linestyle=":", label="reading floor")
         title = f"{row['layer']} ({row['outputs']} x {row['inputs']})"
         axis.set(xscale="log", yscale="log", xlabel="rows of activations (positions a pass computes)",

@@ -1,10 +1,11 @@
 """4-bit weights (`--quantize int4`), on the CPU and on CUDA: a linear layer's weights as 4-bit
 integers with one scale and one offset for each group of GROUP_SIZE consecutive inputs of an output
-row, multiplied by PyTorch's own weight-only kernel (`torch.ops.aten._weight_int4pack_mm_for_cpu`,
-the one PyTorch's CPU LLM examples and torchao use). The activations stay bfloat16 and are never
-quantized; each group of weights is turned back into numbers inside the kernel, so a pass reads
-4.25 bits a weight (4, plus two bfloat16 numbers per group of 128) instead of 16: a 7B network's
-layers in 3.5 GB.
+row (`Int4Layer`). This module's `Int4Linear` multiplies them by PyTorch's own weight-only kernel
+(`torch.ops.aten._weight_int4pack_mm_for_cpu`, the one PyTorch's CPU LLM examples and torchao use):
+on CUDA, and on a CPU where infill's own kernel (infill.models.int4_native, int8 activations)
+cannot be built. Its activations stay bfloat16 and are never quantized; each group of weights is
+turned back into numbers inside the kernel, so a pass reads 4.25 bits a weight (4, plus two
+bfloat16 numbers per group of 128) instead of 16: a 7B network's layers in 3.5 GB.
 
     weight ~= (q - 8) * scale + zero      q in 0..15, per (row, group): scale = (max - min) / 15,
                                           zero = min + 8 * scale (min-max, asymmetric)

@@ -11,8 +11,9 @@ embedding; the norms and biases stay float32. The published families are quantiz
 load, one layer at a time (`Int8Loading`): their float32 network never exists whole.
 
 int4: every linear layer whose shape the kernel takes as 4-bit weights with group-wise scales and
-offsets, multiplied by PyTorch's weight-only kernel with bfloat16 activations (`Int4Linear`,
-infill.models.int4); the embedding table as int8 rows (a lookup reads a few rows, so 4 bits would
+offsets (`int4_layer`): on a CPU where infill's own kernel builds, multiplied with int8 activations
+in integer dot products (`NativeInt4Linear`, infill.models.int4_native); elsewhere by PyTorch's
+weight-only kernel with bfloat16 activations (`Int4Linear`, infill.models.int4); the embedding table as int8 rows (a lookup reads a few rows, so 4 bits would
 save memory only), a tied output layer its own 4-bit copy. The weights to be packed are read in the
 checkpoint's dtype (`Quantizing.stored`), so a 7B bfloat16 checkpoint never has a float32 layer.
 
@@ -97,8 +98,10 @@ def chosen_quantization(
     the fastest form whose weights take at most MEMORY_SHARE of the machine's `memory` (bytes;
     default: all of it), else int4. Fastest first, as measured at a line's span on 2 cores, where
     a pass is bound by its multiply-adds (docs/models.md, "4-bit weights"): bfloat16 as stored
-    (for a bfloat16 network), int8 (float32), int4 (PyTorch's 4-bit kernel runs its products at
-    about half the bfloat16 rate, so it buys memory, not speed, there). Elsewhere "none"."""
+    (for a bfloat16 network), int8 (float32), int4. With infill's own 4-bit kernel int4 is the
+    fastest of the three at a line's span, but int8 keeps the shipped model's held-out quality and
+    int4 costs it one to two points (docs/models.md, "infill's own 4-bit kernel"), so int8 stays
+    first where it fits. Elsewhere "none"."""
     if quantize != "auto":
         return quantize
     parameters = sum(parameter.numel() for parameter in network.parameters())
