@@ -13,9 +13,10 @@ load, one layer at a time (`Int8Loading`): their float32 network never exists wh
 int4: every linear layer whose shape the kernel takes as 4-bit weights with group-wise scales and
 offsets (`int4_layer`): on a CPU where infill's own kernel builds, multiplied with int8 activations
 in integer dot products (`NativeInt4Linear`, infill.models.int4_native); elsewhere by PyTorch's
-weight-only kernel with bfloat16 activations (`Int4Linear`, infill.models.int4); the embedding table as int8 rows (a lookup reads a few rows, so 4 bits would
-save memory only), a tied output layer its own 4-bit copy. The weights to be packed are read in the
-checkpoint's dtype (`Quantizing.stored`), so a 7B bfloat16 checkpoint never has a float32 layer.
+weight-only kernel with bfloat16 activations (`Int4Linear`, infill.models.int4); the embedding table
+as int8 rows (a lookup reads a few rows, so 4 bits would save memory only), a tied output layer its
+own 4-bit copy. The weights to be packed are read in the checkpoint's dtype (`Quantizing.stored`),
+so a 7B bfloat16 checkpoint never has a float32 layer.
 
     "none"  the weights as stored
     "int8"  as above; the CPU in float32 only (those kernels exist nowhere else), on infill's own
