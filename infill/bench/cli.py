@@ -361,7 +361,7 @@ def loading(args: argparse.Namespace) -> dict:
 
 def serve(args: argparse.Namespace) -> dict | None:
     """A team server under load: fills/s and latency by clients, then the soak (infill.bench.serve)."""
-    from infill.bench.serve import HttpTarget, LocalServer, bearer, bench_serve, plot
+    from infill.bench.serve import HttpTarget, LocalServer, bearer, bench_serve, plot, setting_names
 
     clients = [int(part) for part in args.clients.split(",")]
     if not clients or min(clients) < 1 or args.seconds <= 0 or args.soak < 0 or args.soak_clients < 1:
@@ -372,14 +372,16 @@ def serve(args: argparse.Namespace) -> dict | None:
         if args.in_process:
             target, where = in_process_target(args), "in-process batching driver"
         elif args.url:
-            target, where = HttpTarget(args.url, bearer(args.token)), args.url
+            target = HttpTarget(args.url, bearer(args.token), setting_names(sampler_rules(args)))
+            where = args.url
         else:
             log = Path(tempfile.gettempdir()) / "infill-bench-serve.log"
             server = LocalServer(args.threads or 2, str(args.model) if args.model else None, log)
             print(f"infill-bench serve: starting `infill serve` on {server.url} (log: {log})",
                   file=sys.stderr)  # fmt: skip
             server.wait()
-            target, where = HttpTarget(server.url, {}), f"infill serve --threads {args.threads or 2}"
+            target = HttpTarget(server.url, {}, setting_names(sampler_rules(args)))
+            where = f"infill serve --threads {args.threads or 2}"
         result = bench_serve(target, clients, args.seconds, args.soak, args.soak_clients, where)
     except RuntimeError as error:
         print(f"infill-bench serve: {error}", file=sys.stderr)
@@ -396,8 +398,11 @@ def serve(args: argparse.Namespace) -> dict | None:
 
 def in_process_target(args: argparse.Namespace):
     """--in-process: the batching driver over the model (or the --shapes shape, random weights)."""
-    from infill.bench.serve import DriverTarget, random_weight_options
+    from infill.bench.serve import DriverTarget, random_weight_options, with_sampler
     from infill.models import load
+    from infill.options import InfillOptions
+
+    rules = sampler_rules(args)
 
     if args.shapes != ["open-dcoder-0.5b"] or args.tiny:  # a shape asked for: random weights
         import torch
@@ -411,10 +416,18 @@ def in_process_target(args: argparse.Namespace):
         if args.threads:
             torch.set_num_threads(args.threads)
         denoiser = random_denoiser(name, device, dtype, args.quantize)
-        return DriverTarget(denoiser, random_weight_options(), args.kept_context)
+        return DriverTarget(denoiser, with_sampler(random_weight_options(), rules), args.kept_context)
     denoiser = load(str(args.model) if args.model else None, args.device, args.dtype, threads=args.threads,
                     quantize=args.quantize)  # fmt: skip
-    return DriverTarget(denoiser, kept_context=args.kept_context)
+    return DriverTarget(denoiser, with_sampler(InfillOptions(), rules), args.kept_context)
+
+
+def sampler_rules(args: argparse.Namespace) -> dict:
+    """The unmasking flags given (--block-length, --block-passes, --top-p, --top-k), as SamplerConfig
+    fields: what every fill of `infill-bench serve` asks for beside the engine's defaults."""
+    from infill.bench.quality import rule_options
+
+    return {name: value for name, value in rule_options(args).items() if value not in (None, False)}
 
 
 def pass_counts(text: str) -> tuple[int, ...]:

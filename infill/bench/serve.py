@@ -32,8 +32,10 @@ real sizes without their weights); random weights never settle, so each fill run
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
+import re
 import signal
 import socket
 import statistics
@@ -125,6 +127,16 @@ def random_weight_options() -> Any:
                          recall=False)  # fmt: skip
 
 
+def with_sampler(options: Any, rules: dict) -> Any:
+    """`options` (InfillOptions) with `rules` (SamplerConfig fields) set in its sampler."""
+    return dataclasses.replace(options, sampler=dataclasses.replace(options.sampler, **rules))
+
+
+def setting_names(rules: dict) -> dict:
+    """SamplerConfig fields -> the server's settings of a request's "options": block_length -> blockLength."""
+    return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), name): value for name, value in rules.items()}
+
+
 def bearer(token: str | None) -> dict:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -137,10 +149,11 @@ def memory_mib(values: dict[str, float]) -> float | None:
 class HttpTarget:
     """A team server over HTTP: POST /v1/infill, GET /metrics (one connection per client thread)."""
 
-    def __init__(self, url: str, headers: dict) -> None:
+    def __init__(self, url: str, headers: dict, options: dict | None = None) -> None:
         import httpx
 
         self.url, self.headers, self.httpx = url, headers, httpx
+        self.options = options or {}  # the request's "options" (the server's setting names)
         self.local = threading.local()
 
     def client(self) -> Any:
@@ -150,6 +163,7 @@ class HttpTarget:
 
     def ask(self, body: dict) -> str | None:
         """None if the fill was answered, else what went wrong."""
+        body = {**body, "options": self.options} if self.options else body
         try:
             reply = self.client().post("/v1/infill", json=body)
         except self.httpx.HTTPError as error:

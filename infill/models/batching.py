@@ -12,18 +12,21 @@ pass back its own rows, as its own call would have returned them:
     positions  refresh and span passes: each row its own (R, P); a pass with fewer positions than
                the most is padded with its last one (those queries' outputs are dropped, and what
                they write into a span pass's cache is what the real one writes)
-    caches     span passes: each layer's keys and values of every pass, padded to W, as one
-               batch cache; the pass's fresh keys and values at its positions are then written
-               back into its own cache. Refresh passes: a new batch cache, cut into each pass's
+    caches     span passes: each layer's caches of every pass side by side (`CacheRows`): each
+               pass's queries attend to its own cache's keys and values, and its fresh ones are
+               written into it, so nothing is copied or padded (the attention runs once per
+               pass and layer; the products of the layers run once for the batch). Refresh
+               passes: a new batch cache, cut into each pass's own.
 
 Each pass keeps its own cache object (a request may hold it across passes and requests: the
-language server's kept context, infill.engine.kept_context), and the batch only copies in and
-out of it.
+language server's kept context, infill.engine.kept_context): a refresh copies its rows out of the
+batch's, a span pass writes into it directly.
 
-The padded keys change nothing in exact arithmetic (their attention weights are 0), but the
-attention's sums run over another length, so a row's logits may differ from its own call's in
-the last bits (about 1e-5 on the shipped model's logits; tests/models/test_batched_forward.py
-checks every family's rows against their own calls, argmax included).
+The padded keys of full and refresh passes change nothing in exact arithmetic (their attention
+weights are 0), but the attention's sums run over another length, so a row's logits may differ
+from its own call's in the last bits (about 1e-5 on the shipped model's logits;
+tests/models/test_batched_forward.py checks every family's rows against their own calls, argmax
+included).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from infill.models.base import Pass
+from infill.models.native.model import CacheRows
 
 FullForward = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 """(ids (R, W), key_mask (R, W) or None) -> logits (R, W, vocab)."""
@@ -79,14 +83,10 @@ def run_batch(passes: list[Pass], device: torch.device, full: FullForward, at: F
             for own, batch in zip(p.cache, cache):
                 own.keys = batch.keys[rows, :, :length].clone()
                 own.values = batch.values[rows, :, :length].clone()
-    else:
-        cache = merged_cache(passes, layout)
-        out = at(ids, positions, cache, False, key_mask)
-        for i, p in enumerate(passes):
-            rows, where = layout.rows(i, passes), p.positions.to(device)
-            for own, batch in zip(p.cache, cache):
-                own.keys[:, :, where] = batch.keys[rows][:, :, where]
-                own.values[:, :, where] = batch.values[rows][:, :, where]
+    else:  # each pass's rows attend to its own cache, which takes their fresh keys (no copies)
+        caches = [CacheRows([(layout.rows(i, passes), layers[i]) for i in range(len(passes))])
+                  for layers in zip(*(p.cache for p in passes))]  # fmt: skip
+        out = at(ids, positions, caches, False, None)
     return [out[layout.rows(i, passes), : len(p.positions)] for i, p in enumerate(passes)]
 
 
@@ -122,17 +122,3 @@ def padded_positions(passes: list[Pass]) -> torch.Tensor:
         own = torch.cat([own, own[-1:].expand(most - len(own))])
         rows.append(own.expand(p.rows, most))
     return torch.cat(rows)
-
-
-def merged_cache(passes: list[Pass], layout: Layout) -> list:
-    """Per layer, one cache holding every pass's keys and values (R, H, W, D), zeros where padded."""
-    merged = []
-    for layers in zip(*(p.cache for p in passes)):
-        first = layers[0]
-        shape = (sum(p.rows for p in passes), first.keys.shape[1], layout.width, first.keys.shape[3])
-        keys, values = first.keys.new_zeros(shape), first.values.new_zeros(shape)
-        for i, layer in enumerate(layers):
-            rows, length = layout.rows(i, passes), layout.lengths[i]
-            keys[rows, :, :length], values[rows, :, :length] = layer.keys, layer.values
-        merged.append(type(first)(keys, values))
-    return merged

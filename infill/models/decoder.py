@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infill.models.native.model import LayerCache, at_positions, key_padding, write_at
+from infill.models.native.model import CacheRows, LayerCache, at_positions, attend_cached, key_padding
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ class Attention(nn.Module):
         self.v = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
         self.o = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
 
-    def forward(self, x, cos, sin, cache: LayerCache | None = None, positions: torch.Tensor | None = None,
-                attn_mask: torch.Tensor | None = None):  # fmt: skip
+    def forward(self, x, cos, sin, cache: LayerCache | CacheRows | None = None,
+                positions: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None):  # fmt: skip
         """x (B, L, hidden) -> (B, L, hidden). With `cache` and `positions` (the canvas positions x
         holds: (P,), or (B, P) row by row), keys and values of every other position come from the
         cache, which then holds the fresh ones of `positions`; with `cache` alone (a full pass),
@@ -114,14 +114,12 @@ class Attention(nn.Module):
         k = self.k(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        if cache is not None:
-            if positions is None:
+        if cache is not None and positions is not None:  # the given positions' keys are fresh
+            y = attend_cached(q, k, v, cache, positions, attn_mask, grouped_attention)
+        else:
+            if cache is not None:
                 cache.keys, cache.values = k, v
-            else:
-                write_at(cache.keys, positions, k)
-                write_at(cache.values, positions, v)
-                k, v = cache.keys, cache.values
-        y = grouped_attention(q, k, v, attn_mask)
+            y = grouped_attention(q, k, v, attn_mask)
         return self.o(y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim))
 
 

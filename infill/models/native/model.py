@@ -92,6 +92,38 @@ def write_at(cached: torch.Tensor, positions: torch.Tensor, fresh: torch.Tensor)
         cached[rows, :, positions] = fresh.transpose(1, 2)  # indexed (B, P, H, D)
 
 
+@dataclass
+class CacheRows:
+    """One layer's caches of several passes sharing a forward (infill.models.batching): `parts`,
+    each a slice of the batch's rows and that pass's own LayerCache. Each pass's queries attend to
+    its own cache, and its fresh keys and values are written into it: nothing is copied."""
+
+    parts: list[tuple[slice, LayerCache]]
+
+
+def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tensor, attn_mask, attend):
+    """A span pass's attention: the fresh keys k and values v (B, H, P, D) of `positions` go into
+    `cache`, and the queries q (B, H', P, D) attend over the cache's whole canvas with `attend`
+    (q, keys, values, mask) -> (B, H', P, D). A CacheRows cache: each pass's rows with its own
+    cache (no padded keys, so no mask)."""
+    if isinstance(cache, CacheRows):
+        out = []
+        for rows, own in cache.parts:
+            where = positions if positions.dim() == 1 else positions[rows]
+            write_at(own.keys, where, k[rows])
+            write_at(own.values, where, v[rows])
+            out.append(attend(q[rows], own.keys, own.values, None))
+        return torch.cat(out)
+    write_at(cache.keys, positions, k)
+    write_at(cache.values, positions, v)
+    return attend(q, cache.keys, cache.values, attn_mask)
+
+
+def attention(q, k, v, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    """Bidirectional attention of q (B, H, L, D) over k, v (B, H, S, D)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+
+
 def key_padding(key_mask: torch.Tensor | None) -> torch.Tensor | None:
     """A (B, L) mask, True at real tokens, as the attention's (B, 1, 1, L) mask over keys: a padded
     position is never attended (right-padded canvases of different lengths in one batch)."""
@@ -114,14 +146,12 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, D // self.num_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, L, head_dim)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        if cache is not None:
-            if positions is None:  # a full pass: remember every position's keys and values
+        if cache is not None and positions is not None:  # a partial pass: the given positions are fresh
+            y = attend_cached(q, k, v, cache, positions, attn_mask, attention)
+        else:
+            if cache is not None:  # a full pass: remember every position's keys and values
                 cache.keys, cache.values = k, v
-            else:  # a partial pass: refresh the given positions, reuse the rest
-                write_at(cache.keys, positions, k)
-                write_at(cache.values, positions, v)
-                k, v = cache.keys, cache.values
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # bidirectional
+            y = attention(q, k, v, attn_mask)
         return self.out(y.transpose(1, 2).reshape(B, L, D))
 
 
