@@ -86,3 +86,22 @@ def test_in_process_clients_that_keep_their_documents_context_skip_most_full_pas
     # without it every fill is one refresh and 7 span passes (the test above)
     refresh = level["by_kind"].get("refresh", {"forwards": 0, "rows_per_forward": 0.0})
     assert refresh["forwards"] * refresh["rows_per_forward"] < level["fills"] / 2
+
+
+def test_the_unmasking_flags_reach_every_fill_in_process_and_over_http(url):
+    """--block-length/--block-passes (and --top-p/--top-k): the in-process driver's fills take them
+    as SamplerConfig fields, a server's as the request's "options" under the server's names."""
+    args = cli.build_parser().parse_args(
+        ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--block-length", "4", "--block-passes"]
+    )
+    target = cli.in_process_target(args)
+    try:
+        assert (target.options.sampler.block_length, target.options.sampler.block_passes) == (4, True)
+        assert target.options.retries == 0  # the random-weight settings kept beside them
+    finally:
+        target.close()
+    assert bench.setting_names(cli.sampler_rules(args)) == {"blockLength": 4, "blockPasses": True}
+    body = bench.fill_bodies(1)[0]
+    assert bench.HttpTarget(url, HEADERS, {"blockLength": 4, "blockPasses": True}).ask(body) is None
+    refused = bench.HttpTarget(url, HEADERS, {"blockLength": "four"}).ask(body)
+    assert refused is not None and refused.startswith("400")  # so the options did reach the server
