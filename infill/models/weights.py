@@ -135,9 +135,11 @@ def return_big_blocks() -> None:
     block freed so far (up to 32 MiB): after loading, a pass's activations (the 0.5B shape's MLP
     over 2,048 tokens: 40 MB blocks) then come from its heap, stay there when freed, and the heap
     grows with fragmentation. Open-dCoder 0.5B's shape, int8, `infill-bench shapes`: peak 1,779 ->
-    1,413 MiB, resident at the end 1,597 -> 1,125 MiB; pass times unchanged within the shared
-    machine's noise. Process-wide, once per process; nothing where the C library has no mallopt
-    (macOS, Windows)."""
+    1,413 MiB, resident at the end 1,597 -> 1,125 MiB. Every block mapped afresh costs its pages'
+    first touch; blocks up to 16 MiB from the heap made a 512-token pass much faster but the peaks
+    grew past issue 37's (docs/models.md, "infill's own 4-bit kernel"), so the blocks stay apart
+    and come on huge pages instead (THP_MEM_ALLOC_ENABLE, infill/__init__.py). Process-wide, once
+    per process; nothing where the C library has no mallopt (macOS, Windows)."""
     try:
         mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     except (OSError, TypeError):  # no C library to open by that name (Windows)
