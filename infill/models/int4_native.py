@@ -88,7 +88,7 @@ def cache_folder() -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     folder = base / "infill" / "kernels"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # a library loaded from here runs as the user
         return folder
     except OSError:
         return Path(tempfile.mkdtemp(prefix="infill-kernels-"))
