@@ -16,6 +16,7 @@ import json
 import time
 
 import torch
+from int4_unpacking import LAYERS  # the same layers (docs/experiments is this script's folder)
 
 from infill.bench.shapes import memory_bandwidth
 from infill.models import int4_native
@@ -23,15 +24,6 @@ from infill.models.int4 import Int4Linear
 from infill.models.int4_native import NativeInt4Linear
 from infill.models.weights import return_big_blocks
 
-LAYERS = {  # (outputs, inputs)
-    "7B MLP up/gate": (18944, 3584),
-    "7B MLP down": (3584, 18944),
-    "7B attention q/o": (3584, 3584),
-    "7B attention k/v": (512, 3584),
-    "0.5B MLP up/gate": (4864, 896),
-    "0.5B MLP down": (896, 4864),
-    "0.5B attention q/o": (896, 896),
-}
 ROWS = (1, 4, 8, 16, 32, 64, 256)
 KERNELS = {"pytorch": Int4Linear, "infill": NativeInt4Linear}
 LABELS = {"pytorch": "PyTorch's kernel", "infill": "infill's kernel"}
