@@ -41,6 +41,7 @@ BLOCK = 32  # inputs sharing one activation scale (BLOCK in the C source)
 TILE = 16  # output rows a packed tile holds (one AVX-512 register of int32 lanes)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SWITCH = "INFILL_INT4_KERNEL"  # "pytorch": keep PyTorch's kernel (for comparisons)
+NO_INSTRUCTIONS = "this CPU has neither AVX-512 VNNI nor AVX2"  # the C source's #error
 
 
 class Build(NamedTuple):
@@ -68,8 +69,9 @@ def build() -> Build:
         return Build(None, failed.read_text().strip())
     if not library.exists():
         reason = compile_library(compiler, library, FLAGS)
-        if reason:
+        if reason == NO_INSTRUCTIONS:  # this CPU's for good: not tried again
             write_atomically(failed, reason)
+        if reason:  # a compiler's failure: tried again in the next process (it may be installed by then)
             return Build(None, reason)
     return Build(declared(ctypes.CDLL(str(library))))
 
@@ -105,7 +107,7 @@ def compile_library(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS
     if done.returncode != 0:
         partial.unlink(missing_ok=True)
         if "neither AVX-512 VNNI nor AVX2" in done.stderr:
-            return "this CPU has neither AVX-512 VNNI nor AVX2"
+            return NO_INSTRUCTIONS
         last = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
         return f"the C compiler failed: {last[0]}"
     os.replace(partial, library)

@@ -174,3 +174,9 @@ def test_without_a_compiler(fresh_build, monkeypatch):
     monkeypatch.setenv("CC", "no-such-compiler-anywhere")
     assert int4_native.build().reason == "no C compiler (cc) to build it with"
     assert not fresh_build.exists() or not list(fresh_build.iterdir())
+
+
+def test_a_compiler_that_fails_is_tried_again_in_the_next_process(fresh_build, monkeypatch):
+    monkeypatch.setenv("CC", "false")  # on PATH, and fails
+    assert int4_native.build().reason.startswith("the C compiler failed")
+    assert not list(fresh_build.iterdir())  # no marker: installing what was missing is enough
