@@ -199,6 +199,7 @@ static void multiply_tile(int64_t t, const int8_t *xq, const float *sx, const fl
 int infill_int4_linear(const float *x, int64_t M, int64_t K, int64_t G, const uint8_t *weights,
                        const uint16_t *scales, const uint16_t *offsets, int64_t N, float *out,
                        int threads) {
+    if (M == 0) return 0; /* nothing to multiply (malloc(0) may give no pointer) */
     int8_t *xq = malloc((size_t)(M * K));
     float *sx = malloc(sizeof(float) * (size_t)(M * (K / BLOCK)));
     float *xsum = malloc(sizeof(float) * (size_t)(M * (K / G)));

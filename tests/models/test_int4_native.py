@@ -115,6 +115,7 @@ def test_odd_shapes_batches_bias_and_dtypes(native):
     assert layer(x.bfloat16()).dtype == torch.bfloat16
     zeros = torch.zeros(2, 96)  # a block of zeros has no scale: it contributes nothing
     assert torch.equal(layer(zeros), bias.expand(2, 80))
+    assert layer(torch.zeros(0, 96)).shape == (0, 80)  # no rows: nothing multiplied
     with pytest.raises(ValueError, match="cannot be packed"):
         NativeInt4Linear(torch.zeros(24, 64), None)  # outputs not whole tiles of 16
 
