@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
 import signal
 import socket
 import statistics
@@ -133,8 +132,11 @@ def with_sampler(options: Any, rules: dict) -> Any:
 
 
 def setting_names(rules: dict) -> dict:
-    """SamplerConfig fields -> the server's settings of a request's "options": block_length -> blockLength."""
-    return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), name): value for name, value in rules.items()}
+    """SamplerConfig fields -> a request's "options" under the server's names (REQUEST_OPTIONS)."""
+    from infill.options import REQUEST_OPTIONS
+
+    return {key: rules[name] for key, (where, name, _) in REQUEST_OPTIONS.items()
+            if where == "sampler" and name in rules}  # fmt: skip
 
 
 def bearer(token: str | None) -> dict:

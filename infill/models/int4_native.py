@@ -37,7 +37,6 @@ import torch
 from infill.models.int4 import GROUP_SIZE, QUANTIZE_ROWS, Int4Layer, group_size_for
 
 SOURCE = Path(__file__).with_name("int4_native.c")
-BLOCK = 32  # inputs sharing one activation scale (BLOCK in the C source)
 TILE = 16  # output rows a packed tile holds (one AVX-512 register of int32 lanes)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SWITCH = "INFILL_INT4_KERNEL"  # "pytorch": keep PyTorch's kernel (for comparisons)

@@ -1,5 +1,5 @@
 """4-bit weights on the CPU (infill.models.int4, `--quantize int4`): the packed layer computes what
-a min-max group quantization written here computes; every packable linear layer of each family's
+the min-max group quantization in tests/int4_reference.py computes; every packable linear layer of each family's
 tiny checkpoint is 4-bit and the network predicts as the float32 one does with those weights;
 against float32 itself, the agreement at masked positions and the largest log-probability
 difference are reported and bounded; the weights are packed from the checkpoint's bfloat16 as they
@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from checkpoints import SAMPLE, agreement, masked_canvas, write_checkpoint
+from int4_reference import int8_blocks, reference_int4
 from torch import nn
 
 import infill.models.int4 as int4
@@ -35,33 +36,10 @@ FAMILIES = ["Dream", "DreamOn", "LLaDA", "Open-dCoder"]
 LOGP_BOUND = 0.5  # largest |log p(int4) - log p(float32)| at masked positions of the tiny checkpoints
 
 
-def reference_int4(weight: torch.Tensor, group: int, native: bool = False) -> torch.Tensor:
-    """Min-max 4-bit quantization by groups of `group` inputs, turned back into float32, with the
-    scale and offset rounded to bfloat16 as the kernel stores them: PyTorch's (q - 8) * scale + zero,
-    where zero = low + 8 * scale; infill's own (`native`) q * scale + low."""
-    w = weight.detach().float().reshape(weight.shape[0], -1, group)
-    low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
-    scale = ((high - low) / 15).clamp(min=1e-10)
-    q = torch.clamp(torch.round((w - low) / scale), 0, 15)
-    if native:
-        return (q * scale.bfloat16().float() + low.bfloat16().float()).reshape(weight.shape)
-    zero = (low + 8 * scale).bfloat16().float()
-    return ((q - 8) * scale.bfloat16().float() + zero).reshape(weight.shape)
-
-
 def reference_int8_rows(weight: torch.Tensor) -> torch.Tensor:
     """Symmetric int8 rows (one scale per row, |max| / 127.5), turned back into float32."""
     scale = (weight.detach().float().abs().amax(-1, keepdim=True) / 127.5).clamp(min=torch.finfo().eps)
     return torch.clamp(torch.round(weight.detach().float() / scale), -128, 127) * scale
-
-
-def int8_blocks(x: torch.Tensor, block: int = 32) -> torch.Tensor:
-    """`x` with each `block` inputs of a row rounded to int8 steps of |max| / 127, turned back into
-    float32 (what infill's own kernel multiplies)."""
-    rows = x.float().reshape(*x.shape[:-1], -1, block)
-    largest = rows.abs().amax(-1, keepdim=True)
-    inverse = torch.where(largest > 0, 127 / largest, 0)
-    return (torch.round(rows * inverse) * (largest / 127)).reshape(x.shape)
 
 
 class RoundedInputLinear(nn.Module):

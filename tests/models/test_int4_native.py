@@ -1,5 +1,5 @@
 """infill's own 4-bit product (infill.models.int4_native): the kernel built from its C source
-computes what a quantization written here computes (weights min-max by groups, activations int8 by
+computes what the quantization in tests/int4_reference.py computes (weights min-max by groups, activations int8 by
 blocks of 32), for every row count around its blocking, every group size and odd shapes, built for
 this CPU and for the CPUs without AVX-512 that it can stand in for (AVX-VNNI, AVX2); its weights
 come back as `dequantized()` says; threads change nothing; and where it cannot be built (no
@@ -17,6 +17,7 @@ import ctypes
 import pytest
 import torch
 from external import require_program
+from int4_reference import int8_blocks, reference_int4
 from torch import nn
 
 from infill.models import int4_native, quantize
@@ -47,25 +48,8 @@ def fresh_build(tmp_path, monkeypatch):
     int4_native.build.cache_clear()
 
 
-def quantized_weights(weight: torch.Tensor, group: int) -> torch.Tensor:
-    """Min-max 4 bits by groups of `group` inputs: q * scale + low, scale and low in bfloat16."""
-    w = weight.float().reshape(len(weight), -1, group)
-    low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
-    scale = ((high - low) / 15).clamp(min=1e-10)
-    q = torch.clamp(torch.round((w - low) / scale), 0, 15)
-    return (q * scale.bfloat16().float() + low.bfloat16().float()).reshape(weight.shape)
-
-
-def quantized_activations(x: torch.Tensor) -> torch.Tensor:
-    """Each 32 inputs of a row in int8 steps of |max| / 127 (x * (127 / |max|), rounded)."""
-    blocks = x.float().reshape(len(x), -1, 32)
-    largest = blocks.abs().amax(-1, keepdim=True)
-    inverse = torch.where(largest > 0, 127 / largest, 0)
-    return (torch.round(blocks * inverse) * (largest / 127)).reshape(x.shape)
-
-
 def expected(x: torch.Tensor, weight: torch.Tensor, group: int) -> torch.Tensor:
-    return (quantized_activations(x).double() @ quantized_weights(weight, group).double().t()).float()
+    return (int8_blocks(x).double() @ reference_int4(weight, group, native=True).double().t()).float()
 
 
 @pytest.mark.parametrize("group", [32, 64, 128, 256])
@@ -74,7 +58,7 @@ def test_the_product_is_the_quantized_product(native, group):
     weight = torch.randn(48, 512) * 0.02  # three tiles of 16 outputs
     layer = NativeInt4Linear(weight, None, group)
     assert layer.group_size == group
-    assert torch.allclose(layer.dequantized(), quantized_weights(weight, group), atol=1e-6)
+    assert torch.allclose(layer.dequantized(), reference_int4(weight, group, native=True), atol=1e-6)
     for rows in (1, 3, 4, 5, 8, 9, 33, 47):  # around its blocks of 4 rows, and of 8 from 32 rows on
         x = torch.randn(rows, 512)
         want = expected(x, weight, group)
