@@ -1,7 +1,7 @@
-"""4-bit weights on the CPU (infill.models.int4, `--quantize int4`): the packed layer computes what
-the min-max group quantization in tests/int4_reference.py computes; every packable linear layer of each family's
-tiny checkpoint is 4-bit and the network predicts as the float32 one does with those weights;
-against float32 itself, the agreement at masked positions and the largest log-probability
+"""4-bit weights on the CPU (infill.models.int4, `--quantize int4`): the packed layer computes what the
+min-max group quantization in tests/int4_reference.py computes; every packable linear layer of each
+family's tiny checkpoint is 4-bit and the network predicts as the float32 one does with those
+weights; against float32 itself, the agreement at masked positions and the largest log-probability
 difference are reported and bounded; the weights are packed from the checkpoint's bfloat16 as they
 load; "auto" picks int4 for big models on the CPU; where it cannot run it is refused.
 

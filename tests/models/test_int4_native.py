@@ -1,8 +1,8 @@
-"""infill's own 4-bit product (infill.models.int4_native): the kernel built from its C source
-computes what the quantization in tests/int4_reference.py computes (weights min-max by groups, activations int8 by
-blocks of 32), for every row count around its blocking, every group size and odd shapes, built for
-this CPU and for the CPUs without AVX-512 that it can stand in for (AVX-VNNI, AVX2); its weights
-come back as `dequantized()` says; threads change nothing; and where it cannot be built (no
+"""infill's own 4-bit product (infill.models.int4_native): the kernel built from its C source computes
+what the quantization in tests/int4_reference.py computes (weights min-max by groups, activations
+int8 by blocks of 32), for every row count around its blocking, every group size and odd shapes,
+built for this CPU and for the CPUs without AVX-512 that it can stand in for (AVX-VNNI, AVX2); its
+weights come back as `dequantized()` says; threads change nothing; and where it cannot be built (no
 compiler, a CPU with neither AVX-512 VNNI nor AVX2, INFILL_INT4_KERNEL=pytorch) 4-bit layers keep
 PyTorch's kernel, with the reason, and the build is never half-written.
 
