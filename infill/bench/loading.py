@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from infill.models.decoder import DecoderConfig
+from infill.models.decoder import DecoderConfig, Rows
 
 SHARD_BYTES = 4 * 10**9  # the published 7B checkpoints' shards are about 4 GB
 
@@ -64,17 +64,21 @@ def write_checkpoint(shape: str, directory: Path) -> float:
 
 
 def plan_shards(
-    names: dict[str, str], shapes: dict[str, tuple[int, ...]]
+    names: dict[str, str | Rows], shapes: dict[str, tuple[int, ...]]
 ) -> list[dict[str, tuple[int, ...]]]:
     """The checkpoint's tensors (name -> shape) in order, cut into shards of at most SHARD_BYTES."""
     shards: list[dict[str, tuple[int, ...]]] = [{}]
     size = 0
-    for key, parameter in names.items():
-        nbytes = 2 * torch.Size(shapes[parameter]).numel()
+    for key, place in names.items():
+        if isinstance(place, Rows):  # one part of a fused parameter: its own rows
+            shape = (place.stop - place.start, *shapes[place.parameter][1:])
+        else:
+            shape = shapes[place]
+        nbytes = 2 * torch.Size(shape).numel()
         if size and size + nbytes > SHARD_BYTES:
             shards.append({})
             size = 0
-        shards[-1][key] = shapes[parameter]
+        shards[-1][key] = shape
         size += nbytes
     return shards
 

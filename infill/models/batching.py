@@ -84,8 +84,9 @@ def run_batch(passes: list[Pass], device: torch.device, full: FullForward, at: F
                 own.keys = batch.keys[rows, :, :length].clone()
                 own.values = batch.values[rows, :, :length].clone()
     else:  # each pass's rows attend to its own cache, which takes their fresh keys (no copies)
-        caches = [CacheRows([(layout.rows(i, passes), layers[i]) for i in range(len(passes))])
-                  for layers in zip(*(p.cache for p in passes))]  # fmt: skip
+        sizes = [p.rows for p in passes]
+        where = [positions[start] for start in layout.starts]  # each pass's (padded) positions
+        caches = [CacheRows(list(layers), sizes, where) for layers in zip(*(p.cache for p in passes))]
         out = at(ids, positions, caches, False, None)
     return [out[layout.rows(i, passes), : len(p.positions)] for i, p in enumerate(passes)]
 

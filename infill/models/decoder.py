@@ -8,6 +8,13 @@ family, Open-dCoder and LLaDA (each family maps its own weight names onto this m
            mlp: down(silu(gate(x)) * up(x))  (SwiGLU)
         -> final RMSNorm -> output layer (its own weights, or the embedding's when tied) x logit_scale
 
+The checkpoints' q, k and v projections are one layer here (`attn.qkv`, their weights one above
+the other), and so are the MLP's gate and up (`mlp.gate_up`): a layer makes 4 products, not 7, and
+the queries and keys turn in one rotation. Each checkpoint tensor loads into its rows of the fused
+weight (`Rows`, `checkpoint_place`; infill.models.weights). The arithmetic of every row is the
+one its own layer did; what it saves is operations: a span pass of the 7B shape on a GPU is bound
+by launching them, not by the weights (docs/serving.md, "Measured").
+
 Row i of the output is what the network computes at position i. Whether that predicts the token
 at i (LLaDA) or at i + 1 (Dream, Open-dCoder: the shift) is the family's business
 (`infill.models.denoiser`).
@@ -60,6 +67,33 @@ class DecoderConfig:
         return self.vocab_size * d + self.num_layers * layer + d + head
 
 
+@dataclass(frozen=True)
+class Rows:
+    """Rows start:stop of the parameter `parameter`: where a checkpoint tensor that is one part of
+    a fused layer (q, k, v in `attn.qkv`; gate, up in `mlp.gate_up`) goes."""
+
+    parameter: str
+    start: int
+    stop: int
+
+
+def checkpoint_place(c: DecoderConfig, layer: int, projection: str, kind: str = "weight") -> str | Rows:
+    """Where the checkpoint's `projection` ("q", "k", "v", "o", "gate", "up", "down") of `layer`
+    lives in `Decoder`: a parameter's name, or its rows in a fused one. `kind`: "weight" or "bias"."""
+    q, kv, inner = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, c.intermediate_size
+    fused = {
+        "q": ("attn.qkv", 0, q),
+        "k": ("attn.qkv", q, q + kv),
+        "v": ("attn.qkv", q + kv, q + 2 * kv),
+        "gate": ("mlp.gate_up", 0, inner),
+        "up": ("mlp.gate_up", inner, 2 * inner),
+    }
+    if projection in fused:
+        module, start, stop = fused[projection]
+        return Rows(f"layers.{layer}.{module}.{kind}", start, stop)
+    return f"layers.{layer}.{'attn' if projection == 'o' else 'mlp'}.{projection}.{kind}"
+
+
 class RMSNorm(nn.Module):
     """x / rms(x) * weight, the normalisation computed in float32 (as Qwen2's and LLaDA's are)."""
 
@@ -69,9 +103,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,19 +120,18 @@ def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary positions on x (B, H, L, D): pairs (i, i + D/2) turned by their angle."""
-    x1, x2 = x.chunk(2, dim=-1)
-    turned = torch.cat([-x2, x1], dim=-1)
-    return (x.float() * cos + turned.float() * sin).to(x.dtype)
+    """Rotary positions on x (B, H, L, D): pairs (i, i + D/2) turned by their angle, in float32."""
+    x32 = x.float()
+    x1, x2 = x32.chunk(2, dim=-1)
+    return (x32 * cos + torch.cat([-x2, x1], dim=-1) * sin).to(x.dtype)
 
 
 class Attention(nn.Module):
     def __init__(self, c: DecoderConfig):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
-        self.q = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=c.qkv_bias)
-        self.k = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
-        self.v = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=c.qkv_bias)
+        heads = c.num_heads + 2 * c.num_kv_heads  # the queries', then the keys', then the values'
+        self.qkv = nn.Linear(c.hidden_size, heads * c.head_dim, bias=c.qkv_bias)
         self.o = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
 
     def forward(self, x, cos, sin, cache: LayerCache | CacheRows | None = None,
@@ -110,17 +141,22 @@ class Attention(nn.Module):
         cache, which then holds the fresh ones of `positions`; with `cache` alone (a full pass),
         the cache is filled. `attn_mask` (B, 1, 1, L): the keys each row may attend to (None: all)."""
         B, L, _ = x.shape
-        q = self.q(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        H, KV = self.num_heads, self.num_kv_heads
+        qkv = self.qkv(x).view(B, L, H + 2 * KV, self.head_dim).transpose(1, 2)
+        turned = rotate(qkv[:, : H + KV], cos, sin)  # the queries and the keys in one go
+        q, k, v = turned[:, :H], turned[:, H:], qkv[:, H + KV :]
         if cache is not None and positions is not None:  # the given positions' keys are fresh
             y = attend_cached(q, k, v, cache, positions, attn_mask, grouped_attention)
         else:
-            if cache is not None:
-                cache.keys, cache.values = k, v
+            if cache is not None:  # copies: views would keep the queries' and the products' memory
+                cache.keys, cache.values = own(k), own(v)
             y = grouped_attention(q, k, v, attn_mask)
-        return self.o(y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim))
+        return self.o(y.transpose(1, 2).reshape(B, L, H * self.head_dim))
+
+
+def own(x: torch.Tensor) -> torch.Tensor:
+    """x in memory of its own, contiguous."""
+    return x.clone(memory_format=torch.contiguous_format)
 
 
 def grouped_attention(
@@ -145,12 +181,12 @@ def grouped_attention(
 class MLP(nn.Module):
     def __init__(self, c: DecoderConfig):
         super().__init__()
-        self.gate = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
-        self.up = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.gate_up = nn.Linear(c.hidden_size, 2 * c.intermediate_size, bias=False)  # gate's rows, then up's
         self.down = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(gate) * up)
 
 
 class Layer(nn.Module):

@@ -29,7 +29,7 @@ import torch
 
 from infill.engine.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
-from infill.models.decoder import Decoder, DecoderConfig
+from infill.models.decoder import Decoder, DecoderConfig, Rows, checkpoint_place
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
 from infill.models.hub_cache import model_name
 from infill.models.vocabulary import CheckpointTokenizer, load_tokenizer
@@ -97,8 +97,8 @@ def network_config(config: dict) -> DecoderConfig:
         raise ModelError(f"config.json lacks or mangles a Qwen2 setting: {error!r}") from error
 
 
-def weight_names(c: DecoderConfig) -> dict[str, str]:
-    """Checkpoint tensor name -> `Decoder` parameter name."""
+def weight_names(c: DecoderConfig) -> dict[str, str | Rows]:
+    """Checkpoint tensor name -> `Decoder` parameter name (or its rows in a fused layer)."""
     names = {"model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight"}
     if not c.tied_head:
         names["lm_head.weight"] = "head.weight"
@@ -107,11 +107,11 @@ def weight_names(c: DecoderConfig) -> dict[str, str]:
         names[theirs + "input_layernorm.weight"] = ours + "attn_norm.weight"
         names[theirs + "post_attention_layernorm.weight"] = ours + "mlp_norm.weight"
         for proj in "qkvo":
-            names[f"{theirs}self_attn.{proj}_proj.weight"] = f"{ours}attn.{proj}.weight"
+            names[f"{theirs}self_attn.{proj}_proj.weight"] = checkpoint_place(c, i, proj)
         for proj in "qkv":
-            names[f"{theirs}self_attn.{proj}_proj.bias"] = f"{ours}attn.{proj}.bias"
+            names[f"{theirs}self_attn.{proj}_proj.bias"] = checkpoint_place(c, i, proj, "bias")
         for proj in ("gate", "up", "down"):
-            names[f"{theirs}mlp.{proj}_proj.weight"] = f"{ours}mlp.{proj}.weight"
+            names[f"{theirs}mlp.{proj}_proj.weight"] = checkpoint_place(c, i, proj)
     return names
 
 

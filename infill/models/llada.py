@@ -22,7 +22,7 @@ import torch
 
 from infill.engine.canvas import NO_FRAMING, Framing
 from infill.errors import ModelError
-from infill.models.decoder import Decoder, DecoderConfig
+from infill.models.decoder import Decoder, DecoderConfig, Rows, checkpoint_place
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context, unusable_ids
 from infill.models.vocabulary import load_tokenizer
 from infill.models.weights import load_network, memory_note, weight_files
@@ -74,28 +74,22 @@ def network_config(config: dict) -> DecoderConfig:
         raise ModelError(f"config.json lacks or mangles a LLaDA setting: {error!r}") from error
 
 
-def weight_names(c: DecoderConfig) -> dict[str, str]:
-    """Checkpoint tensor name -> `Decoder` parameter name."""
+def weight_names(c: DecoderConfig) -> dict[str, str | Rows]:
+    """Checkpoint tensor name -> `Decoder` parameter name (or its rows in a fused layer)."""
     names = {"model.transformer.wte.weight": "embed.weight", "model.transformer.ln_f.weight": "norm.weight"}
     if not c.tied_head:
         names["model.transformer.ff_out.weight"] = "head.weight"
-    theirs_to_ours = {
-        "attn_norm": "attn_norm",
-        "ff_norm": "mlp_norm",
-        "q_proj": "attn.q",
-        "k_proj": "attn.k",
-        "v_proj": "attn.v",
-        "attn_out": "attn.o",
-        "ff_proj": "mlp.gate",
-        "up_proj": "mlp.up",
-        "ff_out": "mlp.down",
-    }
+    projections = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "attn_out": "o", "ff_proj": "gate",
+                   "up_proj": "up", "ff_out": "down"}  # fmt: skip
     for i in range(c.num_layers):
-        for theirs, ours in theirs_to_ours.items():
-            names[f"model.transformer.blocks.{i}.{theirs}.weight"] = f"layers.{i}.{ours}.weight"
+        theirs = f"model.transformer.blocks.{i}."
+        names[theirs + "attn_norm.weight"] = f"layers.{i}.attn_norm.weight"
+        names[theirs + "ff_norm.weight"] = f"layers.{i}.mlp_norm.weight"
+        for name, proj in projections.items():
+            names[f"{theirs}{name}.weight"] = checkpoint_place(c, i, proj)
         if c.qkv_bias:
             for proj in "qkv":
-                names[f"model.transformer.blocks.{i}.{proj}_proj.bias"] = f"layers.{i}.attn.{proj}.bias"
+                names[f"{theirs}{proj}_proj.bias"] = checkpoint_place(c, i, proj, "bias")
     return names
 
 

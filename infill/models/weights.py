@@ -23,6 +23,7 @@ from torch import nn
 from tqdm import tqdm
 
 from infill.errors import ModelError
+from infill.models.decoder import Rows
 from infill.models.quantize import quantizing
 
 INDEX = "model.safetensors.index.json"
@@ -110,7 +111,7 @@ def parameter_setter(module: nn.Module) -> Callable[[str, torch.Tensor], None]:
 def load_network(
     make: Callable[[], nn.Module],
     files: list[Path],
-    names: dict[str, str],
+    names: dict[str, str | Rows],
     ignore: Callable[[str], bool],
     device: torch.device,
     dtype: torch.dtype,
@@ -151,7 +152,7 @@ def return_big_blocks() -> None:
 def load_weights(
     module: nn.Module,
     files: list[Path],
-    names: dict[str, str],
+    names: dict[str, str | Rows],
     ignore: Callable[[str], bool] = lambda name: False,
     *,
     device: torch.device,
@@ -159,38 +160,71 @@ def load_weights(
     loaded: Callable[[str], None] = lambda name: None,
     stored: Callable[[str], bool] = lambda name: False,
 ) -> None:
-    """Each checkpoint tensor named in `names` (checkpoint name -> the module's parameter), in
-    `dtype` (or as stored, for a parameter `stored` accepts) on `device`, as that parameter of
-    `module` (built by `build_meta`); then `loaded(its parameter name)`. Tensors `ignore` accepts
-    are skipped. ModelError on an unknown tensor, a shape mismatch or a parameter no file provides."""
+    """Each checkpoint tensor named in `names` (checkpoint name -> the module's parameter, or its
+    `Rows` in a fused one), in `dtype` (or as stored, for a parameter `stored` accepts) on `device`,
+    as that parameter of `module` (built by `build_meta`); once a parameter is whole, `loaded(its
+    name)`. Tensors `ignore` accepts are skipped. ModelError on an unknown tensor, a shape mismatch
+    or a parameter no file provides."""
     params = {name: tuple(param.shape) for name, param in module.named_parameters()}
     set_parameter = parameter_setter(module)
     done: set[str] = set()
+    parts = FusedParts(names)
     show = sum(f.stat().st_size for f in files) > 256 * 2**20  # a bar for real checkpoints only
     for path in tqdm(files, desc="loading weights", unit="shard", disable=not show, file=sys.stderr):
         for key in shard_keys(path):
-            target = names.get(key)
-            if target is None:
+            place = names.get(key)
+            if place is None:
                 if ignore(key):
                     continue
                 raise ModelError(f"{path.name} holds {key!r}, which this model family does not have")
-            if target in done:
+            if key in done:
                 raise ModelError(f"{path.name} holds {key!r} a second time")
+            target = place.parameter if isinstance(place, Rows) else place
+            expected = params[target]
+            if isinstance(place, Rows):
+                expected = (place.stop - place.start, *expected[1:])
             tensor = read_tensor(path, key)
-            if tuple(tensor.shape) != params[target]:
+            if tuple(tensor.shape) != expected:
                 raise ModelError(
-                    f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json "
-                    f"implies {params[target]}"
+                    f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json implies {expected}"
                 )
             kept = tensor.dtype if stored(target) and tensor.is_floating_point() else dtype
-            set_parameter(target, tensor.to(device=device, dtype=kept).contiguous())
+            value = tensor.to(device=device, dtype=kept).contiguous()
             del tensor
-            done.add(target)
+            done.add(key)
+            if isinstance(place, Rows):
+                value = parts.put(place, value, params[target])
+                if value is None:  # other parts of this parameter are still to come
+                    continue
+            set_parameter(target, value)
             loaded(target)
-    missing = [key for key, target in names.items() if target not in done]
+    missing = [key for key in names if key not in done]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise ModelError(f"the checkpoint lacks {', '.join(missing[:3])}{more}")
+
+
+class FusedParts:
+    """The fused parameters being assembled from their checkpoint tensors (`Rows`): each held
+    until its last part is in, then handed over whole."""
+
+    def __init__(self, names: dict[str, str | Rows]):
+        self.expected: dict[str, int] = {}  # parameter -> parts still to come
+        for place in names.values():
+            if isinstance(place, Rows):
+                self.expected[place.parameter] = self.expected.get(place.parameter, 0) + 1
+        self.partial: dict[str, torch.Tensor] = {}
+
+    def put(self, place: Rows, value: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
+        """`value` into its rows of `place.parameter`: the whole parameter once every part is in."""
+        whole = self.partial.get(place.parameter)
+        if whole is None:
+            whole = self.partial[place.parameter] = value.new_empty(shape)
+        whole[place.start : place.stop] = value
+        self.expected[place.parameter] -= 1
+        if self.expected[place.parameter]:
+            return None
+        return self.partial.pop(place.parameter)
 
 
 def shard_keys(path: Path) -> list[str]:

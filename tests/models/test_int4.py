@@ -144,7 +144,7 @@ def test_every_packable_layer_is_int4_and_packed_from_bfloat16(family, tiny, mon
     network = load(tiny(family), "cpu", "float32", quantize="int4").network
     assert quantized_kind(network) == "int4"
     linear = [name for name, m in network.named_modules() if isinstance(m, Int4Layer)]
-    assert "head" in linear and len(linear) == 1 + 7 * len(network.layers)
+    assert "head" in linear and len(linear) == 1 + 4 * len(network.layers)  # qkv, o, gate_up, down
     assert not [m for m in network.modules() if type(m) in (nn.Linear, nn.Embedding)]
     assert isinstance(network.embed, Int8Embedding) and network.embed.rows.dtype == torch.int8
     assert set(packed_from) == {torch.bfloat16}  # as stored: no float32 copy of a packed weight
@@ -286,4 +286,4 @@ def test_int4_on_cuda_keeps_the_embedding_as_stored(tiny):
         loading.loaded(name)
     assert type(network.embed) is nn.Embedding and network.embed.weight.dtype == torch.bfloat16
     linear = [name for name, m in network.named_modules() if isinstance(m, Int4Layer)]
-    assert "head" in linear and len(linear) == 1 + 7 * len(network.layers)
+    assert "head" in linear and len(linear) == 1 + 4 * len(network.layers)

@@ -201,6 +201,7 @@ def a_tensor_twice(folder):
     ("damage", "message"),
     [
         (without("model.layers.1.mlp.up_proj.weight"), "lacks model.layers.1.mlp.up_proj.weight"),
+        (without("model.layers.0.self_attn.k_proj.bias"), "lacks model.layers.0.self_attn.k_proj.bias"),
         (without("model.embed_tokens.weight"), "the checkpoint lacks model.embed_tokens.weight"),
         (truncated, "cannot read"),
         (wrong_shape, "config.json implies"),

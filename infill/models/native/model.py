@@ -94,25 +94,30 @@ def write_at(cached: torch.Tensor, positions: torch.Tensor, fresh: torch.Tensor)
 
 @dataclass
 class CacheRows:
-    """One layer's caches of several passes sharing a forward (infill.models.batching): `parts`,
-    each a slice of the batch's rows and that pass's own LayerCache. Each pass's queries attend to
-    its own cache, and its fresh keys and values are written into it: nothing is copied."""
+    """One layer's caches of several passes sharing a forward (infill.models.batching), in the
+    batch's order: pass i has `sizes[i]` rows, its own LayerCache `caches[i]`, and its positions
+    `where[i]` (P,) (the same for all its rows and all layers). Each pass's queries attend to its
+    own cache, and its fresh keys and values are written into it: nothing is copied."""
 
-    parts: list[tuple[slice, LayerCache]]
+    caches: list[LayerCache]
+    sizes: list[int]
+    where: list[torch.Tensor]
 
 
 def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tensor, attn_mask, attend):
     """A span pass's attention: the fresh keys k and values v (B, H, P, D) of `positions` go into
     `cache`, and the queries q (B, H', P, D) attend over the cache's whole canvas with `attend`
     (q, keys, values, mask) -> (B, H', P, D). A CacheRows cache: each pass's rows with its own
-    cache (no padded keys, so no mask)."""
+    cache (no padded keys, so no mask), in as few operations as each pass allows: on a GPU a span
+    pass is bound by launching them (docs/serving.md, "Measured")."""
     if isinstance(cache, CacheRows):
         out = []
-        for rows, own in cache.parts:
-            where = positions if positions.dim() == 1 else positions[rows]
-            write_at(own.keys, where, k[rows])
-            write_at(own.values, where, v[rows])
-            out.append(attend(q[rows], own.keys, own.values, None))
+        sizes = cache.sizes
+        parts = zip(q.split(sizes), k.split(sizes), v.split(sizes), cache.caches, cache.where)
+        for own_q, own_k, own_v, own, where in parts:
+            write_at(own.keys, where, own_k)
+            write_at(own.values, where, own_v)
+            out.append(attend(own_q, own.keys, own.values, None))
         return torch.cat(out)
     write_at(cache.keys, positions, k)
     write_at(cache.values, positions, v)
