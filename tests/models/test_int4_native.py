@@ -59,7 +59,7 @@ def test_the_product_is_the_quantized_product(native, group):
     layer = NativeInt4Linear(weight, None, group)
     assert layer.group_size == group
     assert torch.allclose(layer.dequantized(), reference_int4(weight, group, native=True), atol=1e-6)
-    for rows in (1, 3, 4, 5, 8, 9, 33, 47):  # around its blocks of 4 rows, and of 8 from 32 rows on
+    for rows in (1, 3, 4, 5, 6, 7, 8, 9, 17, 21, 33, 41, 47):  # blocks of 4, of 8 from 32 on; tails
         x = torch.randn(rows, 512)
         want = expected(x, weight, group)
         assert (layer(x) - want).abs().max() <= 1e-5 * want.abs().max(), rows
@@ -80,7 +80,7 @@ def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
     torch.manual_seed(3)
     weight = torch.randn(48, 256) * 0.02
     layer = NativeInt4Linear(weight, None, 64)
-    for rows in (1, 2, 3, 5):  # around its 2 rows a load of weights
+    for rows in (1, 2, 3, 4, 5, 7):  # around its 2 rows a load of weights
         x = torch.randn(rows, 256)
         want = expected(x, weight, 64)
         got = int4_native.matmul(x, layer.tiles, layer.scales, layer.offsets, library)
