@@ -85,8 +85,8 @@ def at_positions(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
 
 def write_at(cached: torch.Tensor, positions: torch.Tensor, fresh: torch.Tensor) -> None:
     """Keys or values (B, H, L, D) of a cache hold `fresh` (B, H, P, D) at `positions`, (P,) or (B, P)."""
-    if positions.dim() == 1:
-        cached[:, :, positions] = fresh
+    if positions.dim() == 1:  # one operation; a position listed twice (a padded pass,
+        cached.index_copy_(2, positions, fresh)  # infill.models.batching) gets the same keys twice
     else:
         rows = torch.arange(fresh.shape[0], device=fresh.device)[:, None]
         cached[rows, :, positions] = fresh.transpose(1, 2)  # indexed (B, P, H, D)
