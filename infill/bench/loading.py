@@ -70,10 +70,7 @@ def plan_shards(
     shards: list[dict[str, tuple[int, ...]]] = [{}]
     size = 0
     for key, place in names.items():
-        if isinstance(place, Rows):  # one part of a fused parameter: its own rows
-            shape = (place.stop - place.start, *shapes[place.parameter][1:])
-        else:
-            shape = shapes[place]
+        shape = place.shape(shapes[place.parameter]) if isinstance(place, Rows) else shapes[place]
         nbytes = 2 * torch.Size(shape).numel()
         if size and size + nbytes > SHARD_BYTES:
             shards.append({})

@@ -76,6 +76,10 @@ class Rows:
     start: int
     stop: int
 
+    def shape(self, whole: tuple[int, ...]) -> tuple[int, ...]:
+        """The checkpoint tensor's shape, for a fused parameter of shape `whole`."""
+        return (self.stop - self.start, *whole[1:])
+
 
 def checkpoint_place(c: DecoderConfig, layer: int, projection: str, kind: str = "weight") -> str | Rows:
     """Where the checkpoint's `projection` ("q", "k", "v", "o", "gate", "up", "down") of `layer`

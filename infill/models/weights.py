@@ -179,25 +179,24 @@ def load_weights(
                 raise ModelError(f"{path.name} holds {key!r}, which this model family does not have")
             if key in done:
                 raise ModelError(f"{path.name} holds {key!r} a second time")
-            target = place.parameter if isinstance(place, Rows) else place
-            expected = params[target]
-            if isinstance(place, Rows):
-                expected = (place.stop - place.start, *expected[1:])
+            part = place if isinstance(place, Rows) else None  # one part of a fused parameter
+            target = part.parameter if part else place
+            expected = part.shape(params[target]) if part else params[target]
             tensor = read_tensor(path, key)
             if tuple(tensor.shape) != expected:
                 raise ModelError(
                     f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json implies {expected}"
                 )
             kept = tensor.dtype if stored(target) and tensor.is_floating_point() else dtype
-            value = tensor.to(device=device, dtype=kept).contiguous()
+            if part:  # copied straight into its rows: the whole parameter once every part is in
+                value = parts.put(part, tensor, params[target], device, kept)
+            else:
+                value = tensor.to(device=device, dtype=kept).contiguous()
             del tensor
             done.add(key)
-            if isinstance(place, Rows):
-                value = parts.put(place, value, params[target])
-                if value is None:  # other parts of this parameter are still to come
-                    continue
-            set_parameter(target, value)
-            loaded(target)
+            if value is not None:
+                set_parameter(target, value)
+                loaded(target)
     missing = [key for key in names if key not in done]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -215,11 +214,13 @@ class FusedParts:
                 self.expected[place.parameter] = self.expected.get(place.parameter, 0) + 1
         self.partial: dict[str, torch.Tensor] = {}
 
-    def put(self, place: Rows, value: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
-        """`value` into its rows of `place.parameter`: the whole parameter once every part is in."""
+    def put(self, place: Rows, value: torch.Tensor, shape: tuple[int, ...], device: torch.device,
+            dtype: torch.dtype) -> torch.Tensor | None:  # fmt: skip
+        """`value` into its rows of `place.parameter` (of `shape`, made on `device` in `dtype` at its
+        first part): the whole parameter once every part is in, else None."""
         whole = self.partial.get(place.parameter)
         if whole is None:
-            whole = self.partial[place.parameter] = value.new_empty(shape)
+            whole = self.partial[place.parameter] = torch.empty(shape, dtype=dtype, device=device)
         whole[place.start : place.stop] = value
         self.expected[place.parameter] -= 1
         if self.expected[place.parameter]:
