@@ -1,0 +1,77 @@
+"""A ready fill of a shape with random int4 weights, pass by pass: the positions each pass
+computes and its milliseconds, the network's time and the rest (the sampler's and the pipeline's
+own work), for six fills each after an idle refresh, 2 threads. The fill is `infill-bench
+shapes`'s (a line of 16 tokens in blocks of 4 with block passes, 8 passes; docs/models.md,
+"Asking for the weights ahead"). It times whichever `infill` Python imports:
+
+    python docs/experiments/ready_fill_passes.py [open-dcoder-0.5b|dream-7b|llada-8b]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import torch
+
+from infill.bench.cli import code_lines, line_span, speed_file
+from infill.bench.shapes import DecidedLength, random_denoiser
+from infill.engine.canvas import default_budget
+from infill.engine.kept_context import KeptContext, context_ids
+from infill.modes.fill import infill
+from infill.options import InfillOptions, SamplerConfig
+from infill.text.document import document_from_bytes
+
+WINDOW, LINE_TOKENS, FILLS = 512, 16, 6
+
+
+class TimedPasses(DecidedLength):
+    """The benchmark's decided length, each pass's positions and seconds kept in `passes`."""
+
+    def __init__(self, inner, tokens: int, passes: list) -> None:
+        super().__init__(inner, tokens)
+        self.passes = passes
+
+    def cached_logits(self, ids, positions, cache, refresh):
+        started = time.perf_counter()
+        logits = super().cached_logits(ids, positions, cache, refresh)
+        self.passes.append((len(positions), time.perf_counter() - started))
+        return logits
+
+
+def main() -> None:
+    shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
+    torch.set_num_threads(2)
+    text = speed_file()
+    code = code_lines(text)
+    middle = len(code) // 2
+    span = line_span(text, code[middle], code[middle])
+    next_span = line_span(text, code[middle + 1], code[middle + 1])
+    denoiser = random_denoiser(shape, torch.device("cpu"), torch.float32, "int4")
+    document = document_from_bytes(text.encode())
+    sampler = SamplerConfig(steps=8, commit_threshold=1.0, block_length=4, block_passes=True)
+    options = InfillOptions(sampler=sampler, retries=0, token_edits=0, fresh_fills=0, recall=False,
+                            context_length=WINDOW, budget=default_budget(LINE_TOKENS, WINDOW))  # fmt: skip
+    kept = KeptContext(denoiser)
+    infill(TimedPasses(kept, LINE_TOKENS, []), document, [span], options)  # the fill before
+    prepared = context_ids(denoiser, document, next_span.start, WINDOW)
+    totals, others = [], []
+    for _ in range(FILLS):
+        kept.refresh(prepared)  # the language server's idle refresh (not timed)
+        passes: list = []
+        started = time.perf_counter()
+        infill(TimedPasses(kept, LINE_TOKENS, passes), document, [next_span], options)
+        total = time.perf_counter() - started
+        network = sum(seconds for _, seconds in passes)
+        totals.append(total)
+        others.append(total - network)
+        each = ", ".join(f"{count} in {1000 * seconds:.1f}" for count, seconds in passes)
+        print(f"ready fill {1000 * total:.0f} ms: passes (positions in ms) {each}; "
+              f"network {1000 * network:.0f} ms, the rest {1000 * (total - network):.0f} ms")  # fmt: skip
+    print(f"{shape}: medians of {FILLS}: ready fill {1000 * statistics.median(totals):.0f} ms, "
+          f"the rest {1000 * statistics.median(others):.0f} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
