@@ -22,10 +22,10 @@
 #define BLOCK 32 /* inputs sharing one activation scale */
 /* Bytes of packed weights ahead of the loads that each loop asks the memory for. Without it the
    loads wait for memory and the dot products wait for the loads: at a few rows of activations a
-   layer took its reading time plus its arithmetic (7B MLP up/gate, 5 rows: 1.35-1.46 ms, against
-   0.71 ms to read it). With it the reading runs under the arithmetic: 0.69-0.72 ms (2 threads,
-   by hand; 4,096-12,288 measured alike; docs/models.md). The scales and offsets, 32 times
-   smaller, are asked for as far ahead in groups. */
+   layer took its reading time plus its arithmetic (7B MLP up/gate, 5 rows: 1.42-1.46 ms, where
+   reading it takes about 0.8 ms). With it the reading runs under the arithmetic: 0.76-0.82 ms
+   (2 threads; 4,096-12,288 measured alike; docs/models.md, "Asking for the weights ahead"). The
+   scales and offsets, 32 times smaller, are asked for as far ahead in groups. */
 #define PREFETCH 8192
 #define WIDE_FROM 32 /* measured: 9-22% faster from 32 rows on, no faster below (docs/models.md) */
 

@@ -180,15 +180,15 @@ def load_weights(
             if key in done:
                 raise ModelError(f"{path.name} holds {key!r} a second time")
             part = place if isinstance(place, Rows) else None  # one part of a fused parameter
-            target = part.parameter if part else place
-            expected = part.shape(params[target]) if part else params[target]
+            target = part.parameter if part is not None else place
+            expected = part.shape(params[target]) if part is not None else params[target]
             tensor = read_tensor(path, key)
             if tuple(tensor.shape) != expected:
                 raise ModelError(
                     f"{path.name}: {key} has shape {tuple(tensor.shape)}, but config.json implies {expected}"
                 )
             kept = tensor.dtype if stored(target) and tensor.is_floating_point() else dtype
-            if part:  # copied straight into its rows: the whole parameter once every part is in
+            if part is not None:  # copied straight into its rows: the whole parameter once every part is in
                 value = parts.put(part, tensor, params[target], device, kept)
             else:
                 value = tensor.to(device=device, dtype=kept).contiguous()
