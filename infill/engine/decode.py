@@ -59,7 +59,7 @@ class Decoder:
         denoiser, document = self.denoiser, self.document
         shift = slot_text(denoiser, document, slot, row)[1]  # the line shape may move the text
         lengths = [
-            max(0, len(document.adapt_newlines(span_text(denoiser, row[slot.start : i]))) + shift)
+            max(0, len(document.adapt_generated(span_text(denoiser, row[slot.start : i]))) + shift)
             for i in range(slot.start, slot.start + slot.length + 1)
         ]  # text length up to each position (decoded once)
         for i in range(slot.start, slot.start + slot.length):
@@ -76,7 +76,7 @@ def span_text(denoiser: Denoiser, ids: list[int]) -> str:
 def slot_text(denoiser: Denoiser, document: Document, slot: Slot, row: list[int]) -> tuple[str, int]:
     """One slot's fill in the document's line endings and the span's line shape
     (`infill.text.line_shape`), and how far the shape moved the decoded text."""
-    decoded = document.adapt_newlines(span_text(denoiser, row[slot.start : slot.start + slot.length]))
+    decoded = document.adapt_generated(span_text(denoiser, row[slot.start : slot.start + slot.length]))
     return shape_with_shift(document.text, slot.span.start, slot.span.end, decoded, document.newline)
 
 

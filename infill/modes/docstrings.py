@@ -183,9 +183,9 @@ def _fill(document: Document, site: DocstringSite, written: str) -> DocstringFil
     if literal is None:
         noun = "doc comment" if site.is_comment else "docstring"
         return DocstringFill(site, None, None, f"the model wrote no usable {noun} text")
-    insertion = document.adapt_newlines(site.before("\n") + literal + site.after("\n"))
+    insertion = document.adapt_generated(site.before("\n") + literal + site.after("\n"))
     edit = minimal_edit(document.text, site.start, site.end, insertion)
-    return DocstringFill(site, document.adapt_newlines(literal), edit, None)
+    return DocstringFill(site, document.adapt_generated(literal), edit, None)
 
 
 def docstring_literal(written: str, indent: str) -> str | None:

@@ -263,13 +263,13 @@ def fix_span(
         spliced += [normal[position : bounds[first]], replacement]
         position = bounds[last]
         edit = minimal_edit(
-            document.text, where[bounds[first]], where[bounds[last]], document.adapt_newlines(replacement)
+            document.text, where[bounds[first]], where[bounds[last]], document.adapt_generated(replacement)
         )
         edits += [edit] if edit is not None else []
     if "".join(spliced) + normal[position:] != written(0, slot.length):
         # A replacement only makes sense together with its unchanged neighbours (a character
         # split between tokens): fall back to one edit for the whole span.
-        whole = document.adapt_newlines(written(0, slot.length))
+        whole = document.adapt_generated(written(0, slot.length))
         edits = [edit for edit in [minimal_edit(document.text, span.start, span.end, whole)] if edit]
     shifted = [TextEdit(e.start - span.start, e.end - span.start, e.new_text) for e in edits]
     new_text = apply_edits(original, shifted)

@@ -191,7 +191,8 @@ def slot_findings(
         text = document.text[start:end]
         row = rows[lowest]
         entropy = -float(torch.special.xlogy(row, row).sum())  # 0 log 0 = 0, as the entropy rule has it
-        findings.append(Finding(line + 1, column + 1, text, denoiser.decode(favourite), float(scores[lowest]),
+        expected = document.adapt_generated(denoiser.decode(favourite))
+        findings.append(Finding(line + 1, column + 1, text, expected, float(scores[lowest]),
                                 start, end, float(row.max()), entropy))  # fmt: skip
     return findings
 

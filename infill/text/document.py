@@ -50,13 +50,18 @@ class Document:
         body = (self.text if text is None else text).encode("utf-8")
         return _BOM + body if self.bom else body
 
-    def adapt_newlines(self, generated: str) -> str:
-        """Give `generated` text (model output) this document's line terminator.
+    def adapt_generated(self, generated: str) -> str:
+        """Model output as text of this document: its line terminator, and no NUL character.
 
         A lone "\\r" in model output is read as a line break too (as Python reads source), so no
         stray carriage return reaches the file, and none can pair with a "\\n" that follows.
+        A NUL is dropped: a file holding one is binary (`load_document` refuses it, git diffs it as
+        binary), and an editor may place its next edits wrong on a line holding one (Neovim 0.7
+        counts a line's characters only up to its first NUL, so an edit there can cut a
+        character in two). A byte-level vocabulary has a token for that byte, and a model
+        trained on little text may write it.
         """
-        unified = generated.replace("\r\n", "\n").replace("\r", "\n")
+        unified = generated.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
         if self.newline == "\n":
             return unified
         return unified.replace("\n", self.newline)

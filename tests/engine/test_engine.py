@@ -73,6 +73,22 @@ def test_reproducing_the_span_exactly_gives_no_edit(make_oracle, oracle_for_canv
     assert result.spans[0].edit is None and result.edits == []
 
 
+def test_a_nul_the_model_writes_never_reaches_the_file(make_oracle, oracle_for_canvases):
+    """A byte-level vocabulary has a token for the byte 0: a file holding it is binary, and Neovim
+    0.7 misplaces later edits on its line (it cut a character in two in a real session)."""
+    document = document_from_bytes(SOURCE.encode())
+    span = line_span(SOURCE, 5, 5)
+    answer = "    return width\x00 * height\x00"
+    options = InfillOptions(SamplerConfig(steps=16))
+    oracle = oracle_for_request(make_oracle, oracle_for_canvases, SOURCE, [span], {span: answer}, options)
+    assert oracle.tokenizer.decode(oracle.encode(answer)) == answer  # the model can write it
+
+    result = infill(oracle, document, [span], options)
+
+    assert result.spans[0].new_text == "    return width * height"
+    assert result.edits == [] and "\x00" not in apply_edits(SOURCE, result.edits)
+
+
 def test_crlf_document_gets_crlf_in_the_new_text_and_keeps_its_bom(make_oracle, oracle_for_canvases):
     crlf = SOURCE.replace("\n", "\r\n")
     data = codecs.BOM_UTF8 + crlf.encode()

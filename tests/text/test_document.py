@@ -86,26 +86,28 @@ def test_encode_other_text_keeps_bom() -> None:
     assert document_from_bytes(b"old").encode("new") == b"new"
 
 
-def test_adapt_newlines() -> None:
+def test_adapt_generated() -> None:
     crlf = Document(text="a\r\n", bom=False, newline="\r\n")
     lf = Document(text="a\n", bom=False, newline="\n")
 
-    assert crlf.adapt_newlines("x\ny\r\nz") == "x\r\ny\r\nz"
-    assert lf.adapt_newlines("x\ny\r\nz") == "x\ny\nz"
-    assert lf.adapt_newlines("lone\rcr\r") == "lone\ncr\n"  # as Python reads a lone CR
-    assert crlf.adapt_newlines("lone\rcr") == "lone\r\ncr"
+    assert crlf.adapt_generated("x\ny\r\nz") == "x\r\ny\r\nz"
+    assert lf.adapt_generated("x\ny\r\nz") == "x\ny\nz"
+    assert lf.adapt_generated("lone\rcr\r") == "lone\ncr\n"  # as Python reads a lone CR
+    assert crlf.adapt_generated("lone\rcr") == "lone\r\ncr"
+    assert lf.adapt_generated("a\x00b\r\x00\nc") == "ab\nc"  # a NUL would make the file binary
 
 
 @settings(PROPERTY, max_examples=100)
-@given(generated=texts)
-def test_adapt_newlines_leaves_only_the_document_terminator(generated: str) -> None:
+@given(generated=texts | st.lists(st.sampled_from([*PIECES, "\x00"]), max_size=30).map("".join))
+def test_adapt_generated_leaves_only_the_document_terminator_and_no_nul(generated: str) -> None:
     crlf = Document(text="", bom=False, newline="\r\n")
     lf = Document(text="", bom=False, newline="\n")
-    adapted = crlf.adapt_newlines(generated)
+    adapted = crlf.adapt_generated(generated)
     assert adapted.count("\n") == adapted.count("\r\n") == adapted.count("\r")
-    as_lines = generated.replace("\r\n", "\n").replace("\r", "\n")
-    assert adapted.replace("\r\n", "\n") == as_lines == lf.adapt_newlines(generated)
-    assert "\r" not in lf.adapt_newlines(generated)
+    as_lines = generated.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
+    assert adapted.replace("\r\n", "\n") == as_lines == lf.adapt_generated(generated)
+    assert "\r" not in lf.adapt_generated(generated)
+    assert "\x00" not in adapted
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -246,7 +248,7 @@ def test_written_document_round_trips(tmp_path: Path) -> None:
     path.write_bytes(BOM + "a = 'é'\r\nb = 2\r\n".encode())
     document = load_document(path)
 
-    new_text = document.text + document.adapt_newlines("c = 3\nd = 4\n")
+    new_text = document.text + document.adapt_generated("c = 3\nd = 4\n")
     write_atomic(path, document.encode(new_text))
 
     assert path.read_bytes() == BOM + "a = 'é'\r\nb = 2\r\nc = 3\r\nd = 4\r\n".encode()

@@ -2,7 +2,7 @@
 
 A file's bytes (CRLF, LF, lone CR and mixed line ends, a UTF-8 BOM, tabs, astral characters,
 with or without a final newline) become a Document (infill.text.document); model output gets the
-file's line ends (``adapt_newlines``) and becomes minimal edits (infill.text.edits); those become
+file's line ends (``adapt_generated``) and becomes minimal edits (infill.text.edits); those become
 LSP edits in UTF-16 (lsp_server.positions), which a client applies (tests/utf16_client.py, on
 UTF-16 code units, written independently). The properties:
 
@@ -106,7 +106,7 @@ def test_a_fill_reaches_the_file_only_inside_its_spans(case: tuple[bytes, list[t
     data, fills = case
     document = document_from_bytes(data)
     text = document.text
-    adapted = [(span, document.adapt_newlines(new_text)) for span, new_text in fills]
+    adapted = [(span, document.adapt_generated(new_text)) for span, new_text in fills]
     edits = [minimal_edit(text, start, end, new_text) for (start, end), new_text in adapted]
     edits = [edit for edit in edits if edit is not None]
 
