@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import infill.models.layer_ops as layer_ops
 from infill.models.native.model import CacheRows, LayerCache, at_positions, attend_cached, key_padding
 
 
@@ -107,7 +108,16 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if layer_ops.applies(x, self.weight):
+            return layer_ops.rms_norm(x, self.weight, self.eps)
         return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
+
+    def added(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + delta, the norm of that): a residual sum and the normalisation after it."""
+        if layer_ops.applies(x, delta, self.weight):
+            return layer_ops.add_rms_norm(x, delta, self.weight, self.eps)
+        total = x + delta
+        return total, self(total)
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,9 +156,15 @@ class Attention(nn.Module):
         the cache is filled. `attn_mask` (B, 1, 1, L): the keys each row may attend to (None: all)."""
         B, L, _ = x.shape
         H, KV = self.num_heads, self.num_kv_heads
-        qkv = self.qkv(x).view(B, L, H + 2 * KV, self.head_dim).transpose(1, 2)
-        turned = rotate(qkv[:, : H + KV], cos, sin)  # the queries and the keys in one go
-        q, k, v = turned[:, :H], turned[:, H:], qkv[:, H + KV :]
+        qkv = self.qkv(x).view(B, L, H + 2 * KV, self.head_dim)
+        if layer_ops.applies(qkv, cos) and qkv.is_contiguous():  # turned where they are, in one call
+            layer_ops.rotate_(qkv, H + KV, cos, sin)
+            qkv = qkv.transpose(1, 2)
+            q, k, v = qkv[:, :H], qkv[:, H : H + KV], qkv[:, H + KV :]
+        else:
+            qkv = qkv.transpose(1, 2)
+            turned = rotate(qkv[:, : H + KV], cos, sin)  # the queries and the keys in one go
+            q, k, v = turned[:, :H], turned[:, H:], qkv[:, H + KV :]
         if cache is not None and positions is not None:  # the given positions' keys are fresh
             y = attend_cached(q, k, v, cache, positions, attn_mask, grouped_attention)
         else:
@@ -173,6 +189,10 @@ def grouped_attention(
     keys and values are read where they are: copied once for every query head of its group, the
     whole cached window's keys were copied at every span pass (a third of the 0.5B shape's span
     pass at 4 positions, docs/models.md)."""
+    if attn_mask is None and layer_ops.applies(q, k, v):
+        y = layer_ops.attention(q, k, v)  # a span pass's few queries: one call (None: not taken)
+        if y is not None:
+            return y
     B, H, L, D = q.shape
     group = H // k.shape[1]
     if group == 1:
@@ -202,8 +222,9 @@ class Layer(nn.Module):
         self.mlp = MLP(c)
 
     def forward(self, x, cos, sin, cache=None, positions=None, attn_mask=None):
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, positions, attn_mask)
-        return x + self.mlp(self.mlp_norm(x))
+        attended = self.attn(self.attn_norm(x), cos, sin, cache, positions, attn_mask)
+        x, normed = self.mlp_norm.added(x, attended)
+        return x + self.mlp(normed)
 
 
 class Decoder(nn.Module):

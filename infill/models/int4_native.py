@@ -14,40 +14,26 @@ the same numbers as Int4Linear's (min-max, groups of GROUP_SIZE inputs, q in 0..
 q * scale + offset); rounding the activations adds about 0.5% of an output to the weights' error
 (tests/models/test_int4_native.py).
 
-The library is plain C called through ctypes (no Python or PyTorch headers: it builds in a fraction
-of a second); its OpenMP threads are PyTorch's own (the process's one libgomp), as many as
-`torch.get_num_threads()`, and the interpreter is free during a call.
+The library is plain C called through ctypes, built by infill.models.c_build; its OpenMP threads
+are PyTorch's own, as many as `torch.get_num_threads()`, and the interpreter is free during a call.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 
+from infill.models.c_build import FLAGS, Build, build_library
 from infill.models.int4 import GROUP_SIZE, QUANTIZE_ROWS, Int4Layer, group_size_for
 
 SOURCE = Path(__file__).with_name("int4_native.c")
 TILE = 16  # output rows a packed tile holds (one AVX-512 register of int32 lanes)
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SWITCH = "INFILL_INT4_KERNEL"  # "pytorch": keep PyTorch's kernel (for comparisons)
 NO_INSTRUCTIONS = "this CPU has neither AVX-512 VNNI nor AVX2"  # the C source's #error
-
-
-class Build(NamedTuple):
-    """The built library, or None and the reason there is none."""
-
-    library: ctypes.CDLL | None
-    reason: str = ""
 
 
 @functools.cache
@@ -55,68 +41,8 @@ def build() -> Build:
     """The kernel for this CPU, built once per machine (and again when the source changes)."""
     if os.environ.get(SWITCH, "native") == "pytorch":
         return Build(None, f"{SWITCH}=pytorch")
-    if platform.system() != "Linux" or platform.machine() != "x86_64":
-        return Build(None, f"built for Linux on x86-64 only, not {platform.system()} on {platform.machine()}")
-    compiler = shutil.which(os.environ.get("CC", "cc"))
-    if compiler is None:
-        return Build(None, "no C compiler (cc) to build it with")
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + " ".join((compiler, *FLAGS, cpu_flags())).encode()).hexdigest()[:16]
-    folder = cache_folder()
-    library, failed = folder / f"int4_native-{key}.so", folder / f"int4_native-{key}.failed"
-    if failed.exists():
-        return Build(None, failed.read_text().strip())
-    if not library.exists():
-        reason = compile_library(compiler, library, FLAGS)
-        if reason == NO_INSTRUCTIONS:  # this CPU's for good: not tried again
-            write_atomically(failed, reason)
-        if reason:  # a compiler's failure: tried again in the next process (it may be installed by then)
-            return Build(None, reason)
-    return Build(declared(ctypes.CDLL(str(library))))
-
-
-def cpu_flags() -> str:
-    """This CPU's feature flags as Linux lists them (what -march=native builds for)."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            return next((line for line in info if line.startswith("flags")), "")
-    except OSError:
-        return platform.processor()
-
-
-def cache_folder() -> Path:
-    """$XDG_CACHE_HOME/infill/kernels (~/.cache/...), or a temporary folder where that cannot be made."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = base / "infill" / "kernels"
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)  # a library loaded from here runs as the user
-        return folder
-    except OSError:
-        return Path(tempfile.mkdtemp(prefix="infill-kernels-"))
-
-
-def compile_library(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS) -> str:
-    """Build `library` (written whole or not at all); the reason it could not be, else ""."""
-    partial = library.with_name(f"{library.name}.{os.getpid()}.tmp")
-    command = [compiler, *flags, str(SOURCE), "-o", str(partial)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"the C compiler failed: {error}"
-    if done.returncode != 0:
-        partial.unlink(missing_ok=True)
-        if "neither AVX-512 VNNI nor AVX2" in done.stderr:
-            return NO_INSTRUCTIONS
-        last = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
-        return f"the C compiler failed: {last[0]}"
-    os.replace(partial, library)
-    return ""
-
-
-def write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    partial.write_text(text + "\n")
-    os.replace(partial, path)
+    built = build_library(SOURCE, FLAGS, refusal=NO_INSTRUCTIONS)
+    return built if built.library is None else Build(declared(built.library))
 
 
 def declared(library: ctypes.CDLL) -> ctypes.CDLL:
@@ -217,9 +143,10 @@ class NativeInt4Linear(Int4Layer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        y = matmul(rows, self.tiles, self.scales, self.offsets).reshape(*x.shape[:-1], self.out_features)
-        y = y.to(x.dtype)
-        return y if self.bias is None else y + self.bias.to(x.dtype)
+        y = matmul(rows, self.tiles, self.scales, self.offsets).view(*x.shape[:-1], self.out_features)
+        if self.bias is not None:
+            y += self.bias  # in float32, as the product
+        return y if x.dtype == torch.float32 else y.to(x.dtype)
 
     def dequantized(self) -> torch.Tensor:
         return unpacked(self.tiles, self.scales, self.offsets)

@@ -13,6 +13,7 @@ tests/models/test_int4.py (its reference network follows the kernel this CPU run
 from __future__ import annotations
 
 import ctypes
+import shutil
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from external import require_program
 from int4_reference import int8_blocks, reference_int4
 from torch import nn
 
-from infill.models import int4_native, quantize
+from infill.models import c_build, int4_native, quantize
 from infill.models.int4 import Int4Linear
 from infill.models.int4_native import NativeInt4Linear
 
@@ -71,11 +72,11 @@ OTHER_CPUS = {"x86-64-v3": "avx2", "alderlake": "avx_vnni"}  # AVX2 byte product
 
 @pytest.mark.parametrize("march", sorted(OTHER_CPUS))
 def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
-    if OTHER_CPUS[march] not in int4_native.cpu_flags().split():
+    if OTHER_CPUS[march] not in c_build.cpu_flags().split():
         pytest.skip(f"NOT TESTED: this CPU cannot run code built for {march} (no {OTHER_CPUS[march]})")
     flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in int4_native.FLAGS)
     path = tmp_path / f"int4_{march}.so"
-    assert int4_native.compile_library(int4_native.shutil.which("cc"), path, flags) == ""
+    assert c_build.compile_library(shutil.which("cc"), int4_native.SOURCE, path, flags) == ""
     library = int4_native.declared(ctypes.CDLL(str(path)))
     torch.manual_seed(3)
     weight = torch.randn(48, 256) * 0.02

@@ -1,0 +1,214 @@
+/* A layer's small operations for the CPU, in float32: the normalisations, the rotary positions and
+   the attention of a span pass over the cached canvas. Built at first use by
+   infill/models/layer_ops.py (with infill/models/c_build.py) for the CPU it runs on.
+
+   Why: a span pass of a small network is hundreds of operations of a few microseconds each. The
+   0.5B shape's pass over 4 positions spent about as long in PyTorch's normalisation (a dozen
+   operations of its own on a CPU), rotation and attention calls as in its weights' products
+   (docs/models.md, "A layer's small operations in C"). Each function here is one call.
+
+   Layouts: rows of `n` (or `D`) contiguous floats; every pointer to its first element. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#define PARALLEL_FROM 65536 /* elements from which a norm runs on every thread */
+
+static void norm_row(const float *x, const float *w, int64_t n, float eps, float *out) {
+    float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t i = 0; i < n; i++) squares += x[i] * x[i];
+    const float inverse = 1.0f / sqrtf(squares / (float)n + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) out[i] = w[i] * (x[i] * inverse);
+}
+
+/* out = w * x / sqrt(mean(x^2) + eps), row by row (RMSNorm) */
+void infill_rms_norm(const float *x, const float *w, int64_t rows, int64_t n, float eps, float *out,
+                     int threads) {
+#pragma omp parallel for num_threads(threads) if (rows * n >= PARALLEL_FROM)
+    for (int64_t r = 0; r < rows; r++) norm_row(x + r * n, w, n, eps, out + r * n);
+}
+
+/* sum = x + delta, then out = RMSNorm(sum): a layer's residual and its next normalisation */
+void infill_add_rms_norm(const float *x, const float *delta, const float *w, int64_t rows, int64_t n,
+                         float eps, float *sum, float *out, int threads) {
+#pragma omp parallel for num_threads(threads) if (rows * n >= PARALLEL_FROM)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n, *dr = delta + r * n;
+        float *sr = sum + r * n;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) sr[i] = xr[i] + dr[i];
+        norm_row(sr, w, n, eps, out + r * n);
+    }
+}
+
+/* Rotary positions in place (rotate-half layout): `rows` rows of `heads` heads of D numbers; the
+   first `turned` heads of each row are turned by the angles of table row (r % table_rows) of cos
+   and sin (table_rows x D): (a, b) at (i, i + D/2) -> (a cos - b sin, b cos + a sin). */
+void infill_rotate(float *x, int64_t rows, int64_t heads, int64_t turned, int64_t D, const float *cos,
+                   const float *sin, int64_t table_rows) {
+    const int64_t half = D / 2;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *c = cos + (r % table_rows) * D, *s = sin + (r % table_rows) * D;
+        for (int64_t h = 0; h < turned; h++) {
+            float *v = x + (r * heads + h) * D;
+#pragma omp simd
+            for (int64_t i = 0; i < half; i++) {
+                const float a = v[i], b = v[i + half];
+                v[i] = a * c[i] - b * s[i];
+                v[i + half] = b * c[i + half] + a * s[i + half];
+            }
+        }
+    }
+}
+
+#if defined(__AVX512F__)
+#define QUERIES 64 /* queries a head's call takes at most: four registers of 16 */
+
+/* e^x for 16 floats: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6 polynomial
+   (relative error about 1e-7), 2^n into the exponent; clamped to float's range */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* One key/value head: M queries (rows of D) over S keys and values (rows of D) -> out (M rows of
+   D). The queries are held transposed (`qt`: D rows of QUERIES), so that each key's D numbers
+   score 16 queries a multiply-add with no sums across lanes; `scores` (S rows of QUERIES) holds
+   the scores, then their exponentials. W (vectors of 16 queries) and D are constants where it is
+   called, so that the sums stay in registers. */
+static inline __attribute__((always_inline)) void attend_head(
+    const int64_t W, const int64_t D, const float *q, int64_t M, const float *k, const float *v, int64_t S,
+    float scale, float *out, float *scores, float *qt) {
+    memset(qt, 0, sizeof(float) * D * QUERIES);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t d = 0; d < D; d++) qt[d * QUERIES + m] = q[m * D + d] * scale;
+    __m512 best[4], total[4];
+    for (int64_t w = 0; w < W; w++) best[w] = _mm512_set1_ps(-INFINITY), total[w] = _mm512_setzero_ps();
+    int64_t s = 0;
+    for (; s + 4 <= S; s += 4) { /* four keys at a time: independent sums hide the latency */
+        __m512 sums[4][4];
+        for (int a = 0; a < 4; a++)
+            for (int64_t w = 0; w < W; w++) sums[a][w] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < D; d++)
+            for (int64_t w = 0; w < W; w++) {
+                const __m512 column = _mm512_loadu_ps(qt + d * QUERIES + 16 * w);
+                for (int a = 0; a < 4; a++)
+                    sums[a][w] = _mm512_fmadd_ps(column, _mm512_set1_ps(k[(s + a) * D + d]), sums[a][w]);
+            }
+        for (int a = 0; a < 4; a++)
+            for (int64_t w = 0; w < W; w++) {
+                _mm512_storeu_ps(scores + (s + a) * QUERIES + 16 * w, sums[a][w]);
+                best[w] = _mm512_max_ps(best[w], sums[a][w]);
+            }
+    }
+    for (; s < S; s++) {
+        __m512 sums[4];
+        for (int64_t w = 0; w < W; w++) sums[w] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < D; d++)
+            for (int64_t w = 0; w < W; w++)
+                sums[w] = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * QUERIES + 16 * w), _mm512_set1_ps(k[s * D + d]),
+                                          sums[w]);
+        for (int64_t w = 0; w < W; w++) {
+            _mm512_storeu_ps(scores + s * QUERIES + 16 * w, sums[w]);
+            best[w] = _mm512_max_ps(best[w], sums[w]);
+        }
+    }
+    for (s = 0; s < S; s++)
+        for (int64_t w = 0; w < W; w++) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + s * QUERIES + 16 * w), best[w]));
+            _mm512_storeu_ps(scores + s * QUERIES + 16 * w, e);
+            total[w] = _mm512_add_ps(total[w], e);
+        }
+    float inverse[QUERIES];
+    for (int64_t w = 0; w < W; w++)
+        _mm512_storeu_ps(inverse + 16 * w, _mm512_div_ps(_mm512_set1_ps(1.0f), total[w]));
+    const int64_t V = D / 16; /* registers of a value row */
+    for (int64_t m0 = 0; m0 < M; m0 += 4) { /* four queries at a time share each value's loads */
+        const int64_t count = M - m0 < 4 ? M - m0 : 4;
+        __m512 sums[4][16];
+        for (int64_t a = 0; a < count; a++)
+            for (int64_t j = 0; j < V; j++) sums[a][j] = _mm512_setzero_ps();
+        for (int64_t t = 0; t < S; t++)
+            for (int64_t j = 0; j < V; j++) {
+                const __m512 value = _mm512_loadu_ps(v + t * D + 16 * j);
+                for (int64_t a = 0; a < count; a++)
+                    sums[a][j] = _mm512_fmadd_ps(_mm512_set1_ps(scores[t * QUERIES + m0 + a]), value, sums[a][j]);
+            }
+        for (int64_t a = 0; a < count; a++) {
+            const __m512 share = _mm512_set1_ps(inverse[m0 + a]);
+            for (int64_t j = 0; j < V; j++) _mm512_storeu_ps(out + (m0 + a) * D + 16 * j, _mm512_mul_ps(sums[a][j], share));
+        }
+    }
+}
+
+static void attend_one(const float *q, int64_t M, const float *k, const float *v, int64_t S, int64_t D,
+                       float scale, float *out, float *scores, float *qt) {
+    const int64_t W = (M + 15) / 16;
+    if (D == 32 && W == 1) attend_head(1, 32, q, M, k, v, S, scale, out, scores, qt);
+    else if (D == 32 && W == 2) attend_head(2, 32, q, M, k, v, S, scale, out, scores, qt);
+    else if (D == 64 && W == 1) attend_head(1, 64, q, M, k, v, S, scale, out, scores, qt);
+    else if (D == 64 && W == 2) attend_head(2, 64, q, M, k, v, S, scale, out, scores, qt);
+    else if (D == 128 && W == 1) attend_head(1, 128, q, M, k, v, S, scale, out, scores, qt);
+    else if (D == 128 && W == 2) attend_head(2, 128, q, M, k, v, S, scale, out, scores, qt);
+    else attend_head(W, D, q, M, k, v, S, scale, out, scores, qt);
+}
+#endif
+
+/* How many queries a head's attention call takes at most (0: this build has no attention; the
+   caller keeps PyTorch's), and which head sizes: a multiple of 16 up to 256. */
+int64_t infill_attention_queries(void) {
+#if defined(__AVX512F__)
+    return QUERIES;
+#else
+    return 0;
+#endif
+}
+
+/* Softmax attention without a mask, heads x M queries over heads x S keys and values (each head's
+   rows contiguous: q and out heads x M x D, k and v heads x S x D), scores scaled by `scale`.
+   0 done; 1 a shape this build does not take (nothing written); 2 no memory for the scores. */
+int infill_attend(const float *q, int64_t heads, int64_t M, const float *k, const float *v, int64_t S,
+                  int64_t D, float scale, float *out, int threads) {
+#if defined(__AVX512F__)
+    if (M > QUERIES || D % 16 || D > 256 || M < 1 || S < 1) return 1;
+    int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(| : failed)
+    {
+        /* each thread's scratch, kept between calls: a fresh one this size (128 KiB at 512 keys)
+           is a fresh mapping of memory, its pages faulted in at every call */
+        static __thread float *scores = NULL, *qt = NULL;
+        static __thread int64_t held = 0;
+        if (held < S) {
+            free(scores), free(qt);
+            scores = aligned_alloc(64, sizeof(float) * (size_t)(S * QUERIES));
+            qt = aligned_alloc(64, sizeof(float) * 256 * QUERIES);
+            held = scores && qt ? S : 0;
+        }
+        if (held < S) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t h = 0; h < heads; h++)
+            if (held >= S) attend_one(q + h * M * D, M, k + h * S * D, v + h * S * D, S, D, scale, out + h * M * D, scores, qt);
+    }
+    return failed ? 2 : 0;
+#else
+    (void)q, (void)heads, (void)M, (void)k, (void)v, (void)S, (void)D, (void)scale, (void)out, (void)threads;
+    return 1;
+#endif
+}

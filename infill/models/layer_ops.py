@@ -1,0 +1,136 @@
+"""A layer's small operations in one C call each, on the CPU in float32 (layer_ops.c beside this
+file, built by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, the rotary
+positions in place, and the attention of a span pass (a few queries, no mask) over the cache.
+
+infill.models.decoder calls these where `applies` says so, else PyTorch's operations: on a GPU, in
+other dtypes, where the library cannot be built, or with `INFILL_LAYER_OPS=pytorch` (for
+comparisons). They compute what PyTorch's do up to float32 rounding (tests/models/test_layer_ops.py).
+
+Why: a span pass of a small network is hundreds of operations of a few microseconds each; PyTorch's
+RMSNorm alone is a dozen of them on a CPU (docs/models.md, "A layer's small operations in C").
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+
+import torch
+
+from infill.models.c_build import FLAGS, Build, build_library
+
+SOURCE = Path(__file__).with_name("layer_ops.c")
+SWITCH = "INFILL_LAYER_OPS"  # "pytorch": PyTorch's operations everywhere
+
+
+@functools.cache
+def build() -> Build:
+    """The library for this CPU, built once per machine (and again when the source changes)."""
+    if os.environ.get(SWITCH, "native") == "pytorch":
+        return Build(None, f"{SWITCH}=pytorch")
+    built = build_library(SOURCE, FLAGS)
+    return built if built.library is None else Build(declared(built.library))
+
+
+def declared(library: ctypes.CDLL) -> ctypes.CDLL:
+    pointer, size, number, integer = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
+    library.infill_rms_norm.argtypes = [pointer, pointer, size, size, number, pointer, integer]
+    library.infill_rms_norm.restype = None
+    library.infill_add_rms_norm.argtypes = [
+        pointer,
+        pointer,
+        pointer,
+        size,
+        size,
+        number,
+        pointer,
+        pointer,
+        integer,
+    ]
+    library.infill_add_rms_norm.restype = None
+    library.infill_rotate.argtypes = [pointer, size, size, size, size, pointer, pointer, size]
+    library.infill_rotate.restype = None
+    library.infill_attention_queries.argtypes = []
+    library.infill_attention_queries.restype = size
+    library.infill_attend.argtypes = [
+        pointer,
+        size,
+        size,
+        pointer,
+        pointer,
+        size,
+        size,
+        number,
+        pointer,
+        integer,
+    ]
+    library.infill_attend.restype = integer
+    return library
+
+
+def applies(*tensors: torch.Tensor) -> bool:
+    """Whether these operations serve `tensors`: float32 on the CPU, no gradient wanted, the
+    library built."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+        return False
+    return build().library is not None
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * x / sqrt(mean(x^2) + eps) over the last dimension."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    rows, n = x.numel() // x.shape[-1], x.shape[-1]
+    build().library.infill_rms_norm(
+        x.data_ptr(), weight.data_ptr(), rows, n, eps, out.data_ptr(), torch.get_num_threads()
+    )
+    return out
+
+
+def add_rms_norm(
+    x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x + delta, rms_norm(x + delta)) in one pass over the numbers."""
+    x, delta = x.contiguous(), delta.contiguous()
+    total, out = torch.empty_like(x), torch.empty_like(x)
+    rows, n = x.numel() // x.shape[-1], x.shape[-1]
+    build().library.infill_add_rms_norm(
+        x.data_ptr(), delta.data_ptr(), weight.data_ptr(), rows, n, eps, total.data_ptr(), out.data_ptr(),
+        torch.get_num_threads(),
+    )  # fmt: skip
+    return total, out
+
+
+def rotate_(x: torch.Tensor, turned: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Rotary positions in place on the first `turned` heads of x (B, L, heads, D), contiguous;
+    cos and sin: (L, D) for every row of the batch, or (B, 1, L, D) row by row."""
+    B, L, heads, D = x.shape
+    assert x.is_contiguous() and cos.shape[-1] == D
+    cos, sin = cos.contiguous(), sin.contiguous()
+    build().library.infill_rotate(
+        x.data_ptr(), B * L, heads, turned, D, cos.data_ptr(), sin.data_ptr(), cos.numel() // D
+    )
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+    """Grouped-query attention without a mask, q (B, H, L, D) over k, v (B, KV, S, D) (query
+    head h uses key/value head h // (H / KV)), -> (B, H, L, D); None where this build does not take
+    the shape (more than its queries a head, a head size not a multiple of 16, no memory)."""
+    library = build().library
+    B, H, L, D = q.shape
+    KV, S = k.shape[1], k.shape[2]
+    queries = H // KV * L  # each key/value head's group of query heads, one run of queries
+    if queries > library.infill_attention_queries() or D % 16 or D > 256:
+        return None
+    q = q.reshape(B, KV, queries, D).contiguous()
+    k, v = k.contiguous(), v.contiguous()
+    out = torch.empty_like(q)
+    failed = library.infill_attend(
+        q.data_ptr(), B * KV, queries, k.data_ptr(), v.data_ptr(), S, D, D**-0.5, out.data_ptr(),
+        torch.get_num_threads(),
+    )  # fmt: skip
+    return None if failed else out.view(B, H, L, D)

@@ -1,0 +1,151 @@
+"""A layer's small operations in C (infill.models.layer_ops): each computes what PyTorch's
+operations compute, up to float32 rounding, over the shapes the decoder gives it (a span pass's few
+rows, a full pass's many, batches, grouped heads, tables per row); the decoder gives the same
+logits with them as without them, on a span pass and a full one; shapes the attention does not
+take are left to PyTorch; and `INFILL_LAYER_OPS=pytorch` turns them off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from external import require_program
+
+from infill.models import decoder, layer_ops
+
+
+@pytest.fixture
+def built():
+    require_program("cc", install="apt-get install -y gcc")
+    build = layer_ops.build()
+    if build.library is None:
+        if build.reason.startswith("built for Linux on x86-64 only"):
+            pytest.skip(f"NOT TESTED: infill's layer operations: {build.reason}")
+        pytest.fail(f"infill's layer operations did not build: {build.reason}")
+    return build.library
+
+
+def close(got: torch.Tensor, want: torch.Tensor, tolerance: float = 2e-6) -> bool:
+    return bool((got - want).abs().max() <= tolerance * max(1.0, float(want.abs().max())))
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 896), (2, 3, 64), (1, 512, 896), (5, 7, 48)])
+def test_norms(built, shape):
+    torch.manual_seed(sum(shape))
+    x, delta, weight = torch.randn(shape) * 3, torch.randn(shape), torch.rand(shape[-1]) + 0.5
+    want = weight * F.rms_norm(x, weight.shape, eps=1e-6)
+    assert close(layer_ops.rms_norm(x, weight, 1e-6), want)
+    total, normed = layer_ops.add_rms_norm(x, delta, weight, 1e-5)
+    assert torch.equal(total, x + delta)
+    assert close(normed, weight * F.rms_norm(x + delta, weight.shape, eps=1e-5))
+
+
+@pytest.mark.parametrize(
+    "batch,length,positions_by_row", [(1, 4, False), (3, 5, False), (2, 6, True), (1, 300, False)]
+)
+def test_rotation_in_place(built, batch, length, positions_by_row):
+    heads, turned, D = 7, 5, 64
+    torch.manual_seed(length)
+    x = torch.randn(batch, length, heads, D)
+    if positions_by_row:
+        positions = torch.randint(0, 500, (batch, length))
+    else:
+        positions = torch.randint(0, 500, (length,))
+    cos, sin = decoder.rotary_tables(positions, D, 10000.0)
+    want = x.clone().transpose(1, 2)
+    want[:, :turned] = decoder.rotate(want[:, :turned], cos, sin)
+    layer_ops.rotate_(x, turned, cos, sin)
+    assert close(x.transpose(1, 2), want)
+
+
+@pytest.mark.parametrize(
+    "batch,heads,kv,queries,keys,D",
+    [
+        (1, 14, 2, 4, 512, 64),
+        (1, 14, 2, 1, 37, 64),
+        (2, 4, 4, 16, 100, 128),
+        (1, 28, 4, 9, 513, 128),
+        (3, 8, 2, 2, 5, 32),
+    ],
+)
+def test_attention(built, batch, heads, kv, queries, keys, D):
+    torch.manual_seed(keys)
+    q = torch.randn(batch, heads, queries, D)
+    k, v = torch.randn(batch, kv, keys, D) * 2, torch.randn(batch, kv, keys, D)
+    group = heads // kv
+    want = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1))
+    got = layer_ops.attention(q, k, v)
+    assert got is not None and got.shape == want.shape
+    assert close(got, want, 1e-5)
+
+
+def test_attention_leaves_what_it_does_not_take_to_pytorch(built):
+    keys = torch.randn(1, 2, 9, 64)
+    assert layer_ops.attention(torch.randn(1, 14, 10, 64), keys, keys) is None  # 70 queries a head
+    keys = torch.randn(1, 2, 9, 24)
+    assert layer_ops.attention(torch.randn(1, 2, 4, 24), keys, keys) is None  # head size 24
+
+
+def small_decoder() -> decoder.Decoder:
+    config = decoder.DecoderConfig(
+        vocab_size=97, hidden_size=64, intermediate_size=96, num_layers=3, num_heads=4, num_kv_heads=2,
+        head_dim=16, rope_theta=10000.0, norm_eps=1e-6, qkv_bias=True, tied_head=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    network = decoder.Decoder(config)
+    for parameter in network.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    return network.eval()
+
+
+def test_the_decoder_computes_the_same_with_them_and_without(built, monkeypatch):
+    network = small_decoder()
+    ids = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(1))
+    positions = torch.tensor([3, 4, 5, 30])
+
+    def passes():
+        cache, changed = network.new_cache(), ids.clone()
+        full = network.logits_at(ids, positions, cache, refresh=True)
+        changed[:, positions] = 7
+        span = network.logits_at(changed, positions, cache, refresh=False)
+        return network(changed), full, span
+
+    with_them = passes()
+    monkeypatch.setattr(layer_ops, "applies", lambda *tensors: False)
+    without = passes()
+    for got, want in zip(with_them, without):
+        assert close(got, want, 1e-5)
+
+
+def test_the_switch_turns_them_off(monkeypatch):
+    monkeypatch.setenv(layer_ops.SWITCH, "pytorch")
+    layer_ops.build.cache_clear()
+    try:
+        assert layer_ops.build().reason == "INFILL_LAYER_OPS=pytorch"
+        assert not layer_ops.applies(torch.randn(2, 3))
+    finally:
+        layer_ops.build.cache_clear()
+
+
+def test_the_shipped_family_computes_the_same_with_them_and_without(built, monkeypatch):
+    from infill.models.native.model import InfillConfig, InfillModel, LayerCache
+
+    torch.manual_seed(0)
+    config = InfillConfig(vocab_size=120, hidden_size=64, num_layers=2, num_heads=2, context_length=64)
+    network = InfillModel(config).eval()
+    ids = torch.randint(3, 120, (2, 40), generator=torch.Generator().manual_seed(2))
+    positions = torch.tensor([10, 11, 12])
+
+    @torch.no_grad()
+    def passes():
+        cache, changed = [LayerCache() for _ in network.blocks], ids.clone()
+        full = network.cached_logits(ids, positions, cache, refresh=True)
+        changed[:, positions] = 5
+        span = network.cached_logits(changed, positions, cache, refresh=False)
+        return network(changed).logits, full, span
+
+    with_them = passes()
+    monkeypatch.setattr(layer_ops, "applies", lambda *tensors: False)
+    without = passes()
+    for got, want in zip(with_them, without):
+        assert close(got, want, 1e-5)
