@@ -12,7 +12,8 @@ on GPU machines, routing, autoscaling, restarting a replica that dies, HTTP(S).
                    replica, not Serve's proxy, answers 503 when it is full
     scaling        a fixed number of replicas, or autoscaling between MIN and MAX on the requests
                    each replica has ongoing (`target_ongoing_requests`: the driver's live requests)
-    memory         the replica's process starts with glibc's MALLOC_ARENA_MAX=2 (team_server.memory)
+    memory         the replica's process starts with glibc's MALLOC_ARENA_MAX=2 and a smaller oneDNN
+                   cache of product shapes (team_server.memory)
 
 Imports Ray: only `infill serve` (team_server.cli) and the tests that start Ray import this module.
 """
@@ -23,7 +24,7 @@ from ray import serve
 
 from team_server.app import build_app
 from team_server.config import ServerConfig
-from team_server.memory import ARENAS
+from team_server.memory import REPLICA_ENV
 from team_server.replica import Replica
 
 HEADROOM = 16  # requests a replica takes beyond its live and queued ones (health, metrics, model lists)
@@ -50,7 +51,7 @@ def application(config: ServerConfig, replicas: int = 1, autoscale: tuple[int, i
     replica takes `gpus` GPUs (1 on a GPU cluster) and one CPU."""
     options: dict = {
         "max_ongoing_requests": config.max_live + config.max_queue + HEADROOM,
-        "ray_actor_options": {"num_gpus": gpus, "num_cpus": 1, "runtime_env": {"env_vars": ARENAS}},
+        "ray_actor_options": {"num_gpus": gpus, "num_cpus": 1, "runtime_env": {"env_vars": REPLICA_ENV}},
         "graceful_shutdown_timeout_s": config.request_timeout,
     }
     if autoscale is not None:
