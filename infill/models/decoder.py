@@ -108,13 +108,13 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if layer_ops.applies(x, self.weight):
+        if layer_ops.applies(x, self.weight, bfloat16=True):
             return layer_ops.rms_norm(x, self.weight, self.eps)
         return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
 
     def added(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(x + delta, the norm of that): a residual sum and the normalisation after it."""
-        if layer_ops.applies(x, delta, self.weight):
+        if layer_ops.applies(x, delta, self.weight, bfloat16=True):
             return layer_ops.add_rms_norm(x, delta, self.weight, self.eps)
         total = x + delta
         return total, self(total)
@@ -189,7 +189,7 @@ def grouped_attention(
     keys and values are read where they are: copied once for every query head of its group, the
     whole cached window's keys were copied at every span pass (a third of the 0.5B shape's span
     pass at 4 positions, docs/models.md)."""
-    if attn_mask is None and layer_ops.applies(q, k, v):
+    if attn_mask is None and layer_ops.applies(q, k, v, bfloat16=True):
         y = layer_ops.attention(q, k, v)  # a span pass's few queries: one call (None: not taken)
         if y is not None:
             return y

@@ -18,6 +18,19 @@
 
 #define PARALLEL_FROM 65536 /* elements from which a norm runs on every thread */
 
+/* bfloat16: the high half of a float32; rounded to nearest, ties to even (as PyTorch rounds) */
+static inline float from_bf16(uint16_t h) {
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline uint16_t to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    return (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+
 static void norm_row(const float *x, const float *w, int64_t n, float eps, float *out) {
     float squares = 0.0f;
 #pragma omp simd reduction(+ : squares)
@@ -44,6 +57,35 @@ void infill_add_rms_norm(const float *x, const float *delta, const float *w, int
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) sr[i] = xr[i] + dr[i];
         norm_row(sr, w, n, eps, out + r * n);
+    }
+}
+
+/* The two above for bfloat16 numbers, computed in float32: the sum rounded to bfloat16 (as
+   PyTorch's bfloat16 sum), the norm rounded once at the end */
+static void norm_row_bf16(const uint16_t *x, const uint16_t *w, int64_t n, float eps, uint16_t *out) {
+    float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t i = 0; i < n; i++) squares += from_bf16(x[i]) * from_bf16(x[i]);
+    const float inverse = 1.0f / sqrtf(squares / (float)n + eps);
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) out[i] = to_bf16(from_bf16(w[i]) * (from_bf16(x[i]) * inverse));
+}
+
+void infill_rms_norm_bf16(const uint16_t *x, const uint16_t *w, int64_t rows, int64_t n, float eps,
+                          uint16_t *out, int threads) {
+#pragma omp parallel for num_threads(threads) if (rows * n >= PARALLEL_FROM)
+    for (int64_t r = 0; r < rows; r++) norm_row_bf16(x + r * n, w, n, eps, out + r * n);
+}
+
+void infill_add_rms_norm_bf16(const uint16_t *x, const uint16_t *delta, const uint16_t *w, int64_t rows,
+                              int64_t n, float eps, uint16_t *sum, uint16_t *out, int threads) {
+#pragma omp parallel for num_threads(threads) if (rows * n >= PARALLEL_FROM)
+    for (int64_t r = 0; r < rows; r++) {
+        const uint16_t *xr = x + r * n, *dr = delta + r * n;
+        uint16_t *sr = sum + r * n;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) sr[i] = to_bf16(from_bf16(xr[i]) + from_bf16(dr[i]));
+        norm_row_bf16(sr, w, n, eps, out + r * n);
     }
 }
 
@@ -93,12 +135,32 @@ static inline __m512 exp16(__m512 x) {
    score 16 queries a multiply-add with no sums across lanes; `scores` (S rows of QUERIES) holds
    the scores, then their exponentials. W (vectors of 16 queries) and D are constants where it is
    called, so that the sums stay in registers. */
+/* element i of a float32 (BF = 0) or bfloat16 (BF = 1) array */
+static inline float element(const int BF, const void *p, int64_t i) {
+    return BF ? from_bf16(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+/* 16 elements from element i on */
+static inline __m512 sixteen(const int BF, const void *p, int64_t i) {
+    if (!BF) return _mm512_loadu_ps((const float *)p + i);
+    const __m256i halves = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
+}
+static inline void put_sixteen(const int BF, void *p, int64_t i, __m512 value) {
+    if (!BF) {
+        _mm512_storeu_ps((float *)p + i, value);
+        return;
+    }
+    float numbers[16];
+    _mm512_storeu_ps(numbers, value);
+    for (int j = 0; j < 16; j++) ((uint16_t *)p)[i + j] = to_bf16(numbers[j]);
+}
+
 static inline __attribute__((always_inline)) void attend_head(
-    const int64_t W, const int64_t D, const float *q, int64_t M, const float *k, const float *v, int64_t S,
-    float scale, float *out, float *scores, float *qt) {
+    const int BF, const int64_t W, const int64_t D, const void *q, int64_t M, const void *k, const void *v,
+    int64_t S, float scale, void *out, float *scores, float *qt) {
     memset(qt, 0, sizeof(float) * D * QUERIES);
     for (int64_t m = 0; m < M; m++)
-        for (int64_t d = 0; d < D; d++) qt[d * QUERIES + m] = q[m * D + d] * scale;
+        for (int64_t d = 0; d < D; d++) qt[d * QUERIES + m] = element(BF, q, m * D + d) * scale;
     __m512 best[4], total[4];
     for (int64_t w = 0; w < W; w++) best[w] = _mm512_set1_ps(-INFINITY), total[w] = _mm512_setzero_ps();
     int64_t s = 0;
@@ -110,7 +172,7 @@ static inline __attribute__((always_inline)) void attend_head(
             for (int64_t w = 0; w < W; w++) {
                 const __m512 column = _mm512_loadu_ps(qt + d * QUERIES + 16 * w);
                 for (int a = 0; a < 4; a++)
-                    sums[a][w] = _mm512_fmadd_ps(column, _mm512_set1_ps(k[(s + a) * D + d]), sums[a][w]);
+                    sums[a][w] = _mm512_fmadd_ps(column, _mm512_set1_ps(element(BF, k, (s + a) * D + d)), sums[a][w]);
             }
         for (int a = 0; a < 4; a++)
             for (int64_t w = 0; w < W; w++) {
@@ -123,8 +185,8 @@ static inline __attribute__((always_inline)) void attend_head(
         for (int64_t w = 0; w < W; w++) sums[w] = _mm512_setzero_ps();
         for (int64_t d = 0; d < D; d++)
             for (int64_t w = 0; w < W; w++)
-                sums[w] = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * QUERIES + 16 * w), _mm512_set1_ps(k[s * D + d]),
-                                          sums[w]);
+                sums[w] = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * QUERIES + 16 * w),
+                                          _mm512_set1_ps(element(BF, k, s * D + d)), sums[w]);
         for (int64_t w = 0; w < W; w++) {
             _mm512_storeu_ps(scores + s * QUERIES + 16 * w, sums[w]);
             best[w] = _mm512_max_ps(best[w], sums[w]);
@@ -147,27 +209,35 @@ static inline __attribute__((always_inline)) void attend_head(
             for (int64_t j = 0; j < V; j++) sums[a][j] = _mm512_setzero_ps();
         for (int64_t t = 0; t < S; t++)
             for (int64_t j = 0; j < V; j++) {
-                const __m512 value = _mm512_loadu_ps(v + t * D + 16 * j);
+                const __m512 value = sixteen(BF, v, t * D + 16 * j);
                 for (int64_t a = 0; a < count; a++)
                     sums[a][j] = _mm512_fmadd_ps(_mm512_set1_ps(scores[t * QUERIES + m0 + a]), value, sums[a][j]);
             }
         for (int64_t a = 0; a < count; a++) {
             const __m512 share = _mm512_set1_ps(inverse[m0 + a]);
-            for (int64_t j = 0; j < V; j++) _mm512_storeu_ps(out + (m0 + a) * D + 16 * j, _mm512_mul_ps(sums[a][j], share));
+            for (int64_t j = 0; j < V; j++) put_sixteen(BF, out, (m0 + a) * D + 16 * j, _mm512_mul_ps(sums[a][j], share));
         }
     }
 }
 
-static void attend_one(const float *q, int64_t M, const float *k, const float *v, int64_t S, int64_t D,
-                       float scale, float *out, float *scores, float *qt) {
+#define ATTEND_SHAPES(BF)                                                                  \
+    if (D == 32 && W == 1) attend_head(BF, 1, 32, q, M, k, v, S, scale, out, scores, qt);          \
+    else if (D == 32 && W == 2) attend_head(BF, 2, 32, q, M, k, v, S, scale, out, scores, qt);     \
+    else if (D == 64 && W == 1) attend_head(BF, 1, 64, q, M, k, v, S, scale, out, scores, qt);     \
+    else if (D == 64 && W == 2) attend_head(BF, 2, 64, q, M, k, v, S, scale, out, scores, qt);     \
+    else if (D == 128 && W == 1) attend_head(BF, 1, 128, q, M, k, v, S, scale, out, scores, qt);   \
+    else if (D == 128 && W == 2) attend_head(BF, 2, 128, q, M, k, v, S, scale, out, scores, qt);   \
+    else attend_head(BF, W, D, q, M, k, v, S, scale, out, scores, qt);
+
+/* W and D as constants for the common shapes, so that the sums stay in registers */
+static void attend_one(int bf16, const void *q, int64_t M, const void *k, const void *v, int64_t S, int64_t D,
+                       float scale, void *out, float *scores, float *qt) {
     const int64_t W = (M + 15) / 16;
-    if (D == 32 && W == 1) attend_head(1, 32, q, M, k, v, S, scale, out, scores, qt);
-    else if (D == 32 && W == 2) attend_head(2, 32, q, M, k, v, S, scale, out, scores, qt);
-    else if (D == 64 && W == 1) attend_head(1, 64, q, M, k, v, S, scale, out, scores, qt);
-    else if (D == 64 && W == 2) attend_head(2, 64, q, M, k, v, S, scale, out, scores, qt);
-    else if (D == 128 && W == 1) attend_head(1, 128, q, M, k, v, S, scale, out, scores, qt);
-    else if (D == 128 && W == 2) attend_head(2, 128, q, M, k, v, S, scale, out, scores, qt);
-    else attend_head(W, D, q, M, k, v, S, scale, out, scores, qt);
+    if (bf16) {
+        ATTEND_SHAPES(1)
+    } else {
+        ATTEND_SHAPES(0)
+    }
 }
 #endif
 
@@ -182,12 +252,14 @@ int64_t infill_attention_queries(void) {
 }
 
 /* Softmax attention without a mask, heads x M queries over heads x S keys and values (each head's
-   rows contiguous: q and out heads x M x D, k and v heads x S x D), scores scaled by `scale`.
+   rows contiguous: q and out heads x M x D, k and v heads x S x D), scores scaled by `scale`; the
+   numbers float32, or bfloat16 where `bf16` (computed in float32, the output rounded once).
    0 done; 1 a shape this build does not take (nothing written); 2 no memory for the scores. */
-int infill_attend(const float *q, int64_t heads, int64_t M, const float *k, const float *v, int64_t S,
-                  int64_t D, float scale, float *out, int threads) {
+int infill_attend(const void *q, int64_t heads, int64_t M, const void *k, const void *v, int64_t S,
+                  int64_t D, float scale, void *out, int bf16, int threads) {
 #if defined(__AVX512F__)
     if (M > QUERIES || D % 16 || D > 256 || M < 1 || S < 1) return 1;
+    const int64_t size = bf16 ? 2 : 4;
     int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
     {
@@ -204,11 +276,15 @@ int infill_attend(const float *q, int64_t heads, int64_t M, const float *k, cons
         if (held < S) failed = 1;
 #pragma omp for schedule(static)
         for (int64_t h = 0; h < heads; h++)
-            if (held >= S) attend_one(q + h * M * D, M, k + h * S * D, v + h * S * D, S, D, scale, out + h * M * D, scores, qt);
+            if (held >= S)
+                attend_one(bf16, (const char *)q + h * M * D * size, M, (const char *)k + h * S * D * size,
+                           (const char *)v + h * S * D * size, S, D, scale, (char *)out + h * M * D * size, scores,
+                           qt);
     }
     return failed ? 2 : 0;
 #else
-    (void)q, (void)heads, (void)M, (void)k, (void)v, (void)S, (void)D, (void)scale, (void)out, (void)threads;
+    (void)q, (void)heads, (void)M, (void)k, (void)v, (void)S, (void)D, (void)scale, (void)out, (void)bf16,
+        (void)threads;
     return 1;
 #endif
 }

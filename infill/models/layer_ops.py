@@ -1,10 +1,12 @@
-"""A layer's small operations in one C call each, on the CPU in float32 (layer_ops.c beside this
-file, built by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, the rotary
-positions in place, and the attention of a span pass (a few queries, no mask) over the cache.
+"""A layer's small operations in one C call each, on the CPU (layer_ops.c beside this file, built
+by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, and the attention of a
+span pass (a few queries, no mask) over the cache, in float32 or bfloat16 (computed in float32);
+the rotary positions in place, in float32.
 
-infill.models.decoder calls these where `applies` says so, else PyTorch's operations: on a GPU, in
-other dtypes, where the library cannot be built, or with `INFILL_LAYER_OPS=pytorch` (for
-comparisons). They compute what PyTorch's do up to float32 rounding (tests/models/test_layer_ops.py).
+infill.models.decoder and the shipped family's model call these where `applies` says so, else
+PyTorch's operations: on a GPU, in other dtypes, where the library cannot be built, or with
+`INFILL_LAYER_OPS=pytorch` (for comparisons). They compute what PyTorch's do up to rounding: float32's,
+or one bfloat16 step where PyTorch rounds between its operations (tests/models/test_layer_ops.py).
 
 Why: a span pass of a small network is hundreds of operations of a few microseconds each; PyTorch's
 RMSNorm alone is a dozen of them on a CPU (docs/models.md, "A layer's small operations in C").
@@ -50,6 +52,10 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
         integer,
     ]
     library.infill_add_rms_norm.restype = None
+    library.infill_rms_norm_bf16.argtypes = library.infill_rms_norm.argtypes
+    library.infill_rms_norm_bf16.restype = None
+    library.infill_add_rms_norm_bf16.argtypes = library.infill_add_rms_norm.argtypes
+    library.infill_add_rms_norm_bf16.restype = None
     library.infill_rotate.argtypes = [pointer, size, size, size, size, pointer, pointer, size]
     library.infill_rotate.restype = None
     library.infill_attention_queries.argtypes = []
@@ -70,12 +76,15 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
     return library
 
 
-def applies(*tensors: torch.Tensor) -> bool:
-    """Whether these operations serve `tensors`: float32 on the CPU, no gradient wanted, the
-    library built."""
+def applies(*tensors: torch.Tensor, bfloat16: bool = False) -> bool:
+    """Whether these operations serve `tensors`: float32 (or bfloat16, where the caller's
+    operation takes it) on the CPU, all of one dtype, no gradient wanted, the library built."""
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+    dtype = tensors[0].dtype
+    if dtype not in ((torch.float32, torch.bfloat16) if bfloat16 else (torch.float32,)):
+        return False
+    if any(t.device.type != "cpu" or t.dtype != dtype for t in tensors):
         return False
     return build().library is not None
 
@@ -85,7 +94,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     rows, n = x.numel() // x.shape[-1], x.shape[-1]
-    build().library.infill_rms_norm(
+    library = build().library
+    norm = library.infill_rms_norm_bf16 if x.dtype == torch.bfloat16 else library.infill_rms_norm
+    norm(
         x.data_ptr(), weight.data_ptr(), rows, n, eps, out.data_ptr(), torch.get_num_threads()
     )
     return out
@@ -98,7 +109,9 @@ def add_rms_norm(
     x, delta = x.contiguous(), delta.contiguous()
     total, out = torch.empty_like(x), torch.empty_like(x)
     rows, n = x.numel() // x.shape[-1], x.shape[-1]
-    build().library.infill_add_rms_norm(
+    library = build().library
+    norm = library.infill_add_rms_norm_bf16 if x.dtype == torch.bfloat16 else library.infill_add_rms_norm
+    norm(
         x.data_ptr(), delta.data_ptr(), weight.data_ptr(), rows, n, eps, total.data_ptr(), out.data_ptr(),
         torch.get_num_threads(),
     )  # fmt: skip
@@ -117,9 +130,10 @@ def rotate_(x: torch.Tensor, turned: int, cos: torch.Tensor, sin: torch.Tensor) 
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
-    """Grouped-query attention without a mask, q (B, H, L, D) over k, v (B, KV, S, D) (query
-    head h uses key/value head h // (H / KV)), -> (B, H, L, D); None where this build does not take
-    the shape (more than its queries a head, a head size not a multiple of 16, no memory)."""
+    """Grouped-query attention without a mask, q (B, H, L, D) over k, v (B, KV, S, D), float32 or
+    bfloat16 (query head h uses key/value head h // (H / KV)), -> (B, H, L, D); None where this
+    build does not take the shape (more than its queries a head, a head size not a multiple of 16,
+    no memory)."""
     library = build().library
     B, H, L, D = q.shape
     KV, S = k.shape[1], k.shape[2]
@@ -131,6 +145,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     out = torch.empty_like(q)
     failed = library.infill_attend(
         q.data_ptr(), B * KV, queries, k.data_ptr(), v.data_ptr(), S, D, D**-0.5, out.data_ptr(),
-        torch.get_num_threads(),
+        int(q.dtype == torch.bfloat16), torch.get_num_threads(),
     )  # fmt: skip
     return None if failed else out.view(B, H, L, D)

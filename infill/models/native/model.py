@@ -128,7 +128,7 @@ def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tenso
 
 def attention(q, k, v, attn_mask: torch.Tensor | None) -> torch.Tensor:
     """Bidirectional attention of q (B, H, L, D) over k, v (B, H, S, D)."""
-    if attn_mask is None and layer_ops.applies(q, k, v):
+    if attn_mask is None and layer_ops.applies(q, k, v, bfloat16=True):
         y = layer_ops.attention(q, k, v)  # a span pass's few queries: one call (None: not taken)
         if y is not None:
             return y
@@ -187,7 +187,7 @@ class Block(nn.Module):
         self.mlp = SwiGLU(config)
 
     def forward(self, x, cos, sin, attn_mask, cache=None, positions=None):
-        if layer_ops.applies(x, self.norm1.weight):  # the norms, and the residual sum before the second, in C
+        if layer_ops.applies(x, self.norm1.weight, bfloat16=True):  # the norms and the residual sum, in C
             normed = layer_ops.rms_norm(x, self.norm1.weight, self.norm1.eps)
             attended = self.attn(normed, cos, sin, attn_mask, cache, positions)
             x, normed = layer_ops.add_rms_norm(x, attended, self.norm2.weight, self.norm2.eps)
