@@ -15,38 +15,24 @@ import sys
 import time
 
 import torch
+from ready_fill_passes import LINE_TOKENS, WINDOW, ready_fill_setup  # beside this script
 
 import infill.models.layer_ops as layer_ops
-from infill.bench.cli import code_lines, line_span, speed_file
-from infill.bench.shapes import DecidedLength, random_denoiser
-from infill.engine.canvas import default_budget
+from infill.bench.shapes import DecidedLength
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.modes.fill import infill
-from infill.options import InfillOptions, SamplerConfig
-from infill.text.document import document_from_bytes
-
-WINDOW, LINE_TOKENS = 512, 16
 
 
 def main() -> None:
     shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    torch.set_num_threads(2)
     if not layer_ops.build().library:
         raise SystemExit(f"infill's layer operations are not built here: {layer_ops.build().reason}")
-    text = speed_file()
-    code = code_lines(text)
-    span = line_span(text, code[len(code) // 2], code[len(code) // 2])
-    next_span = line_span(text, code[len(code) // 2 + 1], code[len(code) // 2 + 1])
-    denoiser = random_denoiser(shape, torch.device("cpu"), torch.float32, "int4")
-    document = document_from_bytes(text.encode())
-    sampler = SamplerConfig(steps=8, commit_threshold=1.0, block_length=4, block_passes=True)
-    options = InfillOptions(sampler=sampler, retries=0, token_edits=0, fresh_fills=0, recall=False,
-                            context_length=WINDOW, budget=default_budget(LINE_TOKENS, WINDOW))  # fmt: skip
+    denoiser, document, span, next_span, options = ready_fill_setup(shape)
     kept = KeptContext(denoiser)
     infill(DecidedLength(kept, LINE_TOKENS), document, [span], options)  # the fill before
     prepared = context_ids(denoiser, document, next_span.start, WINDOW)
-    ids = prepared  # (1, L)
+    ids = prepared  # (1, L): the canvas the idle refresh prepares
     positions = torch.arange(ids.shape[1] // 2, ids.shape[1] // 2 + 4)
     cache = denoiser.new_cache()
     denoiser.cached_logits(ids, positions, cache, refresh=True)

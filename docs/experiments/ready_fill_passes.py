@@ -40,8 +40,9 @@ class TimedPasses(DecidedLength):
         return logits
 
 
-def main() -> None:
-    shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
+def ready_fill_setup(shape: str):
+    """The benchmark's ready fill for `shape` (random int4 weights, 2 threads): (denoiser,
+    document, the line filled before, the line filled ready, options)."""
     torch.set_num_threads(2)
     text = speed_file()
     code = code_lines(text)
@@ -53,6 +54,12 @@ def main() -> None:
     sampler = SamplerConfig(steps=8, commit_threshold=1.0, block_length=4, block_passes=True)
     options = InfillOptions(sampler=sampler, retries=0, token_edits=0, fresh_fills=0, recall=False,
                             context_length=WINDOW, budget=default_budget(LINE_TOKENS, WINDOW))  # fmt: skip
+    return denoiser, document, span, next_span, options
+
+
+def main() -> None:
+    shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
+    denoiser, document, span, next_span, options = ready_fill_setup(shape)
     kept = KeptContext(denoiser)
     infill(TimedPasses(kept, LINE_TOKENS, []), document, [span], options)  # the fill before
     prepared = context_ids(denoiser, document, next_span.start, WINDOW)

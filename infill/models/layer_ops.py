@@ -41,16 +41,8 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
     library.infill_rms_norm.argtypes = [pointer, pointer, size, size, number, pointer, integer]
     library.infill_rms_norm.restype = None
     library.infill_add_rms_norm.argtypes = [
-        pointer,
-        pointer,
-        pointer,
-        size,
-        size,
-        number,
-        pointer,
-        pointer,
-        integer,
-    ]
+        pointer, pointer, pointer, size, size, number, pointer, pointer, integer
+    ]  # fmt: skip
     library.infill_add_rms_norm.restype = None
     library.infill_rms_norm_bf16.argtypes = library.infill_rms_norm.argtypes
     library.infill_rms_norm_bf16.restype = None
@@ -61,17 +53,8 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
     library.infill_attention_queries.argtypes = []
     library.infill_attention_queries.restype = size
     library.infill_attend.argtypes = [
-        pointer,
-        size,
-        size,
-        pointer,
-        pointer,
-        size,
-        size,
-        number,
-        pointer,
-        integer,
-    ]
+        pointer, size, size, pointer, pointer, size, size, number, pointer, integer, integer
+    ]  # fmt: skip
     library.infill_attend.restype = integer
     return library
 
