@@ -188,9 +188,11 @@ class Block(nn.Module):
 
     def forward(self, x, cos, sin, attn_mask, cache=None, positions=None):
         if layer_ops.applies(x, self.norm1.weight, bfloat16=True):  # the norms and the residual sum, in C
-            normed = layer_ops.rms_norm(x, self.norm1.weight, self.norm1.eps)
+            none = torch.finfo(x.dtype).eps  # nn.RMSNorm's eps when it was given none
+            first, second = (none if norm.eps is None else norm.eps for norm in (self.norm1, self.norm2))
+            normed = layer_ops.rms_norm(x, self.norm1.weight, first)
             attended = self.attn(normed, cos, sin, attn_mask, cache, positions)
-            x, normed = layer_ops.add_rms_norm(x, attended, self.norm2.weight, self.norm2.eps)
+            x, normed = layer_ops.add_rms_norm(x, attended, self.norm2.weight, second)
             return x + self.mlp(normed)
         x = x + self.attn(self.norm1(x), cos, sin, attn_mask, cache, positions)
         return x + self.mlp(self.norm2(x))
