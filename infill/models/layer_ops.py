@@ -61,8 +61,11 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
 
 def applies(*tensors: torch.Tensor, bfloat16: bool = False) -> bool:
     """Whether these operations serve `tensors`: float32 (or bfloat16, where the caller's
-    operation takes it) on the CPU, all of one dtype, no gradient wanted, the library built."""
+    operation takes it) on the CPU, all of one dtype, no gradient wanted, no autocast (which
+    changes the dtypes of PyTorch's operations: training's held-out loss), the library built."""
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    if torch.is_autocast_enabled("cpu"):
         return False
     dtype = tensors[0].dtype
     if dtype not in ((torch.float32, torch.bfloat16) if bfloat16 else (torch.float32,)):

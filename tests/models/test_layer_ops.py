@@ -164,3 +164,23 @@ def test_the_shipped_family_computes_the_same_with_them_and_without(built, monke
             assert close(got, want, 1e-5)
         else:  # bfloat16 rounds where the operations differ: a few of its steps at most
             assert close(got.float(), want.float(), 2**-5)
+
+
+def test_under_autocast_and_across_dtypes_pytorch_computes(built, monkeypatch):
+    """Training's held-out loss runs the shipped family under bfloat16 autocast, where a layer's
+    sum meets a float32 residual: these operations must not take mixed or autocast dtypes."""
+    from infill.models.native.model import InfillConfig, InfillModel
+
+    assert not layer_ops.applies(torch.randn(2, 3), torch.randn(2, 3).bfloat16(), bfloat16=True)
+    torch.manual_seed(0)
+    network = InfillModel(InfillConfig(vocab_size=120, hidden_size=64, num_layers=2, num_heads=2)).eval()
+    ids = torch.randint(3, 120, (2, 40), generator=torch.Generator().manual_seed(3))
+
+    @torch.no_grad()
+    def logits():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return network(ids).logits.float()
+
+    with_them = logits()
+    monkeypatch.setattr(layer_ops, "applies", lambda *tensors, bfloat16=False: False)
+    assert torch.isfinite(with_them).all() and torch.equal(with_them, logits())

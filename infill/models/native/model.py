@@ -187,15 +187,31 @@ class Block(nn.Module):
         self.mlp = SwiGLU(config)
 
     def forward(self, x, cos, sin, attn_mask, cache=None, positions=None):
-        if layer_ops.applies(x, self.norm1.weight, bfloat16=True):  # the norms and the residual sum, in C
-            none = torch.finfo(x.dtype).eps  # nn.RMSNorm's eps when it was given none
-            first, second = (none if norm.eps is None else norm.eps for norm in (self.norm1, self.norm2))
-            normed = layer_ops.rms_norm(x, self.norm1.weight, first)
-            attended = self.attn(normed, cos, sin, attn_mask, cache, positions)
-            x, normed = layer_ops.add_rms_norm(x, attended, self.norm2.weight, second)
-            return x + self.mlp(normed)
-        x = x + self.attn(self.norm1(x), cos, sin, attn_mask, cache, positions)
-        return x + self.mlp(self.norm2(x))
+        attended = self.attn(normalized(self.norm1, x), cos, sin, attn_mask, cache, positions)
+        x, normed = added_normalized(self.norm2, x, attended)
+        return x + self.mlp(normed)
+
+
+def normalized(norm: nn.RMSNorm, x: torch.Tensor) -> torch.Tensor:
+    """norm(x), in one C call where infill's layer operations apply (infill.models.layer_ops)."""
+    if layer_ops.applies(x, norm.weight, bfloat16=True):
+        return layer_ops.rms_norm(x, norm.weight, epsilon(norm, x))
+    return norm(x)
+
+
+def added_normalized(
+    norm: nn.RMSNorm, x: torch.Tensor, delta: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x + delta, norm of that): a residual sum and the normalisation after it."""
+    if layer_ops.applies(x, delta, norm.weight, bfloat16=True):
+        return layer_ops.add_rms_norm(x, delta, norm.weight, epsilon(norm, x))
+    total = x + delta
+    return total, norm(total)
+
+
+def epsilon(norm: nn.RMSNorm, x: torch.Tensor) -> float:
+    """The norm's eps; nn.RMSNorm's own when it was given none."""
+    return torch.finfo(x.dtype).eps if norm.eps is None else norm.eps
 
 
 class InfillModel(PreTrainedModel):
