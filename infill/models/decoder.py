@@ -114,10 +114,7 @@ class RMSNorm(nn.Module):
 
     def added(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(x + delta, the norm of that): a residual sum and the normalisation after it."""
-        if layer_ops.applies(x, delta, self.weight, bfloat16=True):
-            return layer_ops.add_rms_norm(x, delta, self.weight, self.eps)
-        total = x + delta
-        return total, self(total)
+        return layer_ops.added_norm(x, delta, self.weight, self.eps, self)
 
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:

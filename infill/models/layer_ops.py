@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -59,6 +60,12 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
     return library
 
 
+@functools.cache
+def most_queries() -> int:
+    """The queries a head the built attention takes at most (0: it has none), asked once."""
+    return build().library.infill_attention_queries()
+
+
 def applies(*tensors: torch.Tensor, bfloat16: bool = False) -> bool:
     """Whether these operations serve `tensors`: float32 (or bfloat16, where the caller's
     operation takes it) on the CPU, all of one dtype, no gradient wanted, no autocast (which
@@ -82,9 +89,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     rows, n = x.numel() // x.shape[-1], x.shape[-1]
     library = build().library
     norm = library.infill_rms_norm_bf16 if x.dtype == torch.bfloat16 else library.infill_rms_norm
-    norm(
-        x.data_ptr(), weight.data_ptr(), rows, n, eps, out.data_ptr(), torch.get_num_threads()
-    )
+    norm(x.data_ptr(), weight.data_ptr(), rows, n, eps, out.data_ptr(), torch.get_num_threads())
     return out
 
 
@@ -102,6 +107,22 @@ def add_rms_norm(
         torch.get_num_threads(),
     )  # fmt: skip
     return total, out
+
+
+def added_norm(
+    x: torch.Tensor,
+    delta: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    norm: Callable[[torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's residual sum and the normalisation after it, (x + delta, norm(x + delta)): one C
+    call where these operations apply to all three tensors, else PyTorch's sum and `norm` (the
+    caller's own RMSNorm, whose `weight` and `eps` these are)."""
+    if applies(x, delta, weight, bfloat16=True):
+        return add_rms_norm(x, delta, weight, eps)
+    total = x + delta
+    return total, norm(total)
 
 
 def rotate_(x: torch.Tensor, turned: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
@@ -124,7 +145,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     B, H, L, D = q.shape
     KV, S = k.shape[1], k.shape[2]
     queries = H // KV * L  # each key/value head's group of query heads, one run of queries
-    if queries > library.infill_attention_queries() or D % 16 or D > 256:
+    if queries > most_queries() or D % 16 or D > 256:
         return None
     q = q.reshape(B, KV, queries, D).contiguous()
     k, v = k.contiguous(), v.contiguous()

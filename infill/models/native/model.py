@@ -188,7 +188,7 @@ class Block(nn.Module):
 
     def forward(self, x, cos, sin, attn_mask, cache=None, positions=None):
         attended = self.attn(normalized(self.norm1, x), cos, sin, attn_mask, cache, positions)
-        x, normed = added_normalized(self.norm2, x, attended)
+        x, normed = layer_ops.added_norm(x, attended, self.norm2.weight, epsilon(self.norm2, x), self.norm2)
         return x + self.mlp(normed)
 
 
@@ -197,16 +197,6 @@ def normalized(norm: nn.RMSNorm, x: torch.Tensor) -> torch.Tensor:
     if layer_ops.applies(x, norm.weight, bfloat16=True):
         return layer_ops.rms_norm(x, norm.weight, epsilon(norm, x))
     return norm(x)
-
-
-def added_normalized(
-    norm: nn.RMSNorm, x: torch.Tensor, delta: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x + delta, norm of that): a residual sum and the normalisation after it."""
-    if layer_ops.applies(x, delta, norm.weight, bfloat16=True):
-        return layer_ops.add_rms_norm(x, delta, norm.weight, epsilon(norm, x))
-    total = x + delta
-    return total, norm(total)
 
 
 def epsilon(norm: nn.RMSNorm, x: torch.Tensor) -> float:
