@@ -23,8 +23,9 @@ The driver's loop, between two forwards:
     take       pending passes, oldest first, up to `max_rows` rows in all (at least one pass);
                a cancelled request's pass is not run: the request gets Cancelled and leaves
     forward    the passes taken, one forward per kind ("full", "refresh", "span": the denoiser's
-               `run_passes`, canvases of different lengths right-padded with a key mask,
-               infill.models.batching); a denoiser without `run_passes` runs them one by one
+               `run_passes`, infill.models.batching), and for passes over whole canvases (full,
+               refresh) one per canvas length (`forward_key`); a denoiser without
+               `run_passes` runs them one by one
     deliver    each pass its own rows; a forward that raises is run again pass by pass, so that
                only the request at fault gets the error
     retire     a request whose `pipeline.run` returns or raises leaves; its result or error is
@@ -47,9 +48,11 @@ generator (`yield from` on every path to the model): a second shape of the engin
 step with the first. A thread per request keeps one engine: the code that runs in-process runs
 here line for line, and only the denoiser's two network methods differ. The threads change no
 result: a request's passes are its own, in its own order, its random draws come from its own
-seeded generators, and what it shares with the others is the forward alone. The rows of a padded
-batch equal their own calls to float32 rounding (infill.models.batching), so greedy outputs are
-the in-process ones (tests/engine/test_batching.py: every mode and the authors' protocol).
+seeded generators, and what it shares with the others is the forward alone. A row's numbers in a
+batch are its own call's: bit for bit where the products are infill's bfloat16 kernel (each
+output summed in one order whatever the rows beside it; the shipped model as served on a CPU),
+to float32 rounding elsewhere; so greedy outputs are the in-process ones
+(tests/engine/test_batching.py: every mode, in float32 and as served, and the authors' protocol).
 
 Counters (`DriverStats`, what a server's /metrics reads): forwards run, rows they carried, the
 most rows and requests in one, forwards shared by several requests, the queue and the live
@@ -110,6 +113,15 @@ class PassDenoiser:
         self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool
     ) -> torch.Tensor:
         return self.execute(Pass(ids, positions, cache, refresh))
+
+
+def forward_key(p: Pass) -> tuple[str, int]:
+    """Which passes share a forward: those of one kind, and for passes over whole canvases (full,
+    refresh) of one canvas length. Canvases of other lengths would be padded, and padded keys
+    change a row's attention sums in their last bits (infill.models.batching): float32 keeps
+    the greedy outputs, bfloat16's rounding (the shipped model on a CPU) does not. A span pass
+    attends to its own cache only, so span passes over any canvases share one."""
+    return p.kind, 0 if p.kind == "span" else p.ids.shape[1]
 
 
 @dataclass(frozen=True)
@@ -360,10 +372,11 @@ class BatchingDriver:
         ticket.answered.set()
 
     def _forward(self, taken: list[Ticket]) -> None:
-        """Outside the lock: the taken passes, one forward per kind; each ticket its answer."""
-        by_kind: dict[str, list[Ticket]] = {}
+        """Outside the lock: the taken passes, one forward per kind (and per canvas length for
+        passes over whole canvases: `forward_key`); each ticket its answer."""
+        by_kind: dict[tuple[str, int], list[Ticket]] = {}
         for ticket in taken:
-            by_kind.setdefault(ticket.pending.kind, []).append(ticket)
+            by_kind.setdefault(forward_key(ticket.pending), []).append(ticket)
         groups = list(by_kind.values())
         if not hasattr(self.denoiser, "run_passes"):  # a network that cannot batch: one by one
             groups = [[ticket] for ticket in taken]

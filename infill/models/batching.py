@@ -16,7 +16,8 @@ pass back its own rows, as its own call would have returned them:
                pass's queries attend to its own cache's keys and values, and its fresh ones are
                written into it, so nothing is copied or padded (the attention runs once per
                pass and layer; the products of the layers run once for the batch). Refresh
-               passes: a new batch cache, cut into each pass's own.
+               passes: a new batch cache, cut into each pass's own. A padded span pass's queries
+               attend as its own call's do (`CacheRows.counts`: the padding repeats the last).
 
 Each pass keeps its own cache object (a request may hold it across passes and requests: the
 language server's kept context, infill.engine.kept_context): a refresh copies its rows out of the
@@ -26,7 +27,9 @@ The padded keys of full and refresh passes change nothing in exact arithmetic (t
 weights are 0), but the attention's sums run over another length, so a row's logits may differ
 from its own call's in the last bits (about 1e-5 on the shipped model's logits;
 tests/models/test_batched_forward.py checks every family's rows against their own calls, argmax
-included).
+included). In bfloat16 such a difference can move a number's rounding, so the batching driver
+gives whole canvases of different lengths forwards of their own (infill.engine.batching,
+`forward_key`).
 """
 
 from __future__ import annotations
@@ -86,7 +89,8 @@ def run_batch(passes: list[Pass], device: torch.device, full: FullForward, at: F
     else:  # each pass's rows attend to its own cache, which takes their fresh keys (no copies)
         sizes = [p.rows for p in passes]
         where = [positions[start] for start in layout.starts]  # each pass's (padded) positions
-        caches = [CacheRows(list(layers), sizes, where) for layers in zip(*(p.cache for p in passes))]
+        counts = [len(p.positions) for p in passes]
+        caches = [CacheRows(list(layers), sizes, where, counts) for layers in zip(*(p.cache for p in passes))]
         out = at(ids, positions, caches, False, None)
     return [out[layout.rows(i, passes), : len(p.positions)] for i, p in enumerate(passes)]
 

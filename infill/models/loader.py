@@ -10,6 +10,7 @@ from types import ModuleType
 
 import torch
 
+import infill.models.bf16_native as bf16_native
 from infill.errors import ModelError
 from infill.models.base import CachingDenoiser, Denoiser
 from infill.models.hub_cache import resolve_model
@@ -58,6 +59,7 @@ def load(
     if family is native:
         backend = native.load_backend(directory, device=device, dtype=native_dtype)
         quantize_network(backend.model, quantize, device, native_dtype)
+        bf16_native.pack_network(backend.model)  # bfloat16 on the CPU: infill's product
         return backend
     if trust_remote_code:
         from infill.models.remote import load_remote

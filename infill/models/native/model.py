@@ -104,6 +104,7 @@ class CacheRows:
     caches: list[LayerCache]
     sizes: list[int]
     where: list[torch.Tensor]
+    counts: list[int] | None = None  # each pass's own positions: `where[i]` pads them with the last
 
 
 def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tensor, attn_mask, attend):
@@ -115,11 +116,16 @@ def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tenso
     if isinstance(cache, CacheRows):
         out = []
         sizes = cache.sizes
-        parts = zip(q.split(sizes), k.split(sizes), v.split(sizes), cache.caches, cache.where)
-        for own_q, own_k, own_v, own, where in parts:
+        counts = cache.counts or [len(where) for where in cache.where]
+        parts = zip(q.split(sizes), k.split(sizes), v.split(sizes), cache.caches, cache.where, counts)
+        for own_q, own_k, own_v, own, where, count in parts:
             write_at(own.keys, where, own_k)
             write_at(own.values, where, own_v)
-            out.append(attend(own_q, own.keys, own.values, None))
+            if count == len(where):
+                out.append(attend(own_q, own.keys, own.values, None))
+            else:  # its own queries, as its own call attends them; a padded one repeats the last
+                y = attend(own_q[:, :, :count], own.keys, own.values, None)
+                out.append(torch.cat([y, y[:, :, -1:].expand(-1, -1, len(where) - count, -1)], 2))
         return torch.cat(out)
     write_at(cache.keys, positions, k)
     write_at(cache.values, positions, v)
