@@ -6,8 +6,10 @@ memory then climbs to the most that any mix of requests has ever held at once, s
 minutes (a 10-minute soak at 8 clients, `infill-bench serve --soak 600`: still +12-17% after
 the first minute, then flat, docs/serving.md). And PyTorch's bfloat16 products on a CPU go
 through oneDNN, which keeps each product shape it has run, compiled, in a cache of up to 1,024
-of them: a server whose canvases come in many lengths fills it, a few hundred MiB over minutes.
-These settings keep the memory near what is in use:
+of them: a server whose canvases come in many lengths fills it, a few hundred MiB over minutes
+(the shipped model's bfloat16 products are infill's own where its kernel builds,
+infill.models.bf16_native, and never reach oneDNN). These settings keep the memory near what is
+in use:
 
     MALLOC_ARENA_MAX=2   fewer arenas to keep freed memory in
     ONEDNN_PRIMITIVE_CACHE_CAPACITY=64
