@@ -109,6 +109,28 @@ void infill_rotate(float *x, int64_t rows, int64_t heads, int64_t turned, int64_
     }
 }
 
+/* The same for bfloat16 numbers and tables of D/2 angles a row (the shipped family's layout, in
+   its weights' dtype), each step rounded to bfloat16 as PyTorch's bfloat16 operations round it:
+   (a cos - b sin) is round(round(a cos) - round(b sin)). A product of two bfloat16 numbers is
+   exact in float32, so this is PyTorch's result bit for bit. */
+void infill_rotate_halves_bf16(uint16_t *x, int64_t rows, int64_t heads, int64_t turned, int64_t D,
+                               const uint16_t *cos, const uint16_t *sin, int64_t table_rows) {
+    const int64_t half = D / 2;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint16_t *c = cos + (r % table_rows) * half, *s = sin + (r % table_rows) * half;
+        for (int64_t h = 0; h < turned; h++) {
+            uint16_t *v = x + (r * heads + h) * D;
+#pragma omp simd
+            for (int64_t i = 0; i < half; i++) {
+                const float a = from_bf16(v[i]), b = from_bf16(v[i + half]);
+                const float ci = from_bf16(c[i]), si = from_bf16(s[i]);
+                v[i] = to_bf16(from_bf16(to_bf16(a * ci)) - from_bf16(to_bf16(b * si)));
+                v[i + half] = to_bf16(from_bf16(to_bf16(a * si)) + from_bf16(to_bf16(b * ci)));
+            }
+        }
+    }
+}
+
 #if defined(__AVX512F__)
 #define QUERIES 64 /* queries a head's call takes at most: four registers of 16 */
 

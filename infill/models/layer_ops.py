@@ -1,7 +1,7 @@
 """A layer's small operations in one C call each, on the CPU (layer_ops.c beside this file, built
 by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, and the attention of a
 span pass (a few queries, no mask) over the cache, in float32 or bfloat16 (computed in float32);
-the rotary positions in place, in float32.
+the rotary positions in place, in float32, and in bfloat16 for the shipped family.
 
 infill.models.decoder and the shipped family's model call these where `applies` says so, else
 PyTorch's operations: on a GPU, in other dtypes, where the library cannot be built, or with
@@ -51,6 +51,8 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
     library.infill_add_rms_norm_bf16.restype = None
     library.infill_rotate.argtypes = [pointer, size, size, size, size, pointer, pointer, size]
     library.infill_rotate.restype = None
+    library.infill_rotate_halves_bf16.argtypes = library.infill_rotate.argtypes
+    library.infill_rotate_halves_bf16.restype = None
     library.infill_attention_queries.argtypes = []
     library.infill_attention_queries.restype = size
     library.infill_attend.argtypes = [
@@ -133,6 +135,18 @@ def rotate_(x: torch.Tensor, turned: int, cos: torch.Tensor, sin: torch.Tensor) 
     cos, sin = cos.contiguous(), sin.contiguous()
     build().library.infill_rotate(
         x.data_ptr(), B * L, heads, turned, D, cos.data_ptr(), sin.data_ptr(), cos.numel() // D
+    )
+
+
+def rotate_halves_(x: torch.Tensor, turned: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """The shipped family's rotary positions in place on the first `turned` heads of x (B, L,
+    heads, D), contiguous bfloat16; cos and sin bfloat16 of D/2 angles: (L, D/2) for every row of
+    the batch, or (B, 1, L, D/2) row by row. PyTorch's bfloat16 result bit for bit."""
+    B, L, heads, D = x.shape
+    assert x.is_contiguous() and x.dtype == cos.dtype == torch.bfloat16 and 2 * cos.shape[-1] == D
+    cos, sin = cos.contiguous(), sin.contiguous()
+    build().library.infill_rotate_halves_bf16(
+        x.data_ptr(), B * L, heads, turned, D, cos.data_ptr(), sin.data_ptr(), 2 * cos.numel() // D
     )
 
 

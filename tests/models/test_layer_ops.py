@@ -59,6 +59,24 @@ def test_rotation_in_place(built, batch, length, positions_by_row):
     assert close(x.transpose(1, 2), want)
 
 
+@pytest.mark.parametrize("batch,length,positions_by_row", [(1, 4, False), (3, 5, False), (2, 6, True)])
+def test_the_shipped_familys_rotation_in_bfloat16_is_pytorchs(built, batch, length, positions_by_row):
+    from infill.models.native.model import apply_rotary, rotary_tables
+
+    heads, turned, D = 9, 6, 64
+    torch.manual_seed(length)
+    x = (torch.randn(batch, length, heads, D) * 4).bfloat16()
+    cos, sin = rotary_tables(600, D, 10000.0, dtype=torch.bfloat16)
+    positions = torch.randint(0, 600, (batch, length) if positions_by_row else (length,))
+    cos, sin = cos[positions], sin[positions]
+    if positions_by_row:  # (B, P, D/2) -> (B, 1, P, D/2), as the model hands them over
+        cos, sin = cos[:, None], sin[:, None]
+    want = x.clone().transpose(1, 2)
+    want[:, :turned] = apply_rotary(want[:, :turned], cos, sin)
+    layer_ops.rotate_halves_(x, turned, cos, sin)
+    assert torch.equal(x.transpose(1, 2), want)
+
+
 @pytest.mark.parametrize(
     "batch,heads,kv,queries,keys,D",
     [
@@ -164,6 +182,17 @@ def test_the_shipped_family_computes_the_same_with_them_and_without(built, monke
             assert close(got, want, 1e-5)
         else:  # bfloat16 rounds where the operations differ: a few of its steps at most
             assert close(got.float(), want.float(), 2**-5)
+    if dtype == torch.bfloat16:  # the rotation alone changes nothing: it rounds as PyTorch's does
+        turned, rotate = [], layer_ops.rotate_halves_
+
+        def rotation_only(*tensors, bfloat16=False):  # (qkv, cos, sin): the rotation's question
+            return len(tensors) == 3 and tensors[0].dim() == 4 and tensors[1].dim() <= 2
+
+        monkeypatch.setattr(layer_ops, "applies", rotation_only)
+        monkeypatch.setattr(layer_ops, "rotate_halves_", lambda *args: turned.append(1) or rotate(*args))
+        for got, want in zip(passes(), without):
+            assert torch.equal(got, want)
+        assert turned
 
 
 def test_under_autocast_and_across_dtypes_pytorch_computes(built, monkeypatch):

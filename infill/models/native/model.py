@@ -160,9 +160,14 @@ class Attention(nn.Module):
         every other position come from the cache; the cache then holds the fresh keys/values of
         `positions`. `attn_mask` (B, 1, 1, L): the keys each row may attend to (None: all)."""
         B, L, D = x.shape
-        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, D // self.num_heads).unbind(2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, L, head_dim)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        H = self.num_heads
+        qkv = self.qkv(x).view(B, L, 3 * H, D // H)
+        in_place = qkv.dtype == torch.bfloat16 and layer_ops.applies(qkv, cos, sin, bfloat16=True)
+        if in_place:  # the queries and keys turned in one call, PyTorch's numbers
+            layer_ops.rotate_halves_(qkv, 2 * H, cos, sin)
+        q, k, v = (t.transpose(1, 2) for t in qkv.view(B, L, 3, H, D // H).unbind(2))  # (B, H, L, hd)
+        if not in_place:
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if cache is not None and positions is not None:  # a partial pass: the given positions are fresh
             y = attend_cached(q, k, v, cache, positions, attn_mask, attention)
         else:
