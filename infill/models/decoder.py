@@ -206,8 +206,7 @@ class MLP(nn.Module):
         self.down = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
 
     def forward(self, x):
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.silu(gate) * up)
+        return self.down(layer_ops.gated(self.gate_up(x)))
 
 
 class Layer(nn.Module):

@@ -1,7 +1,8 @@
 """A layer's small operations in one C call each, on the CPU (layer_ops.c beside this file, built
 by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, and the attention of a
 span pass (a few queries, no mask) over the cache, in float32 or bfloat16 (computed in float32);
-the rotary positions in place, in float32, and in bfloat16 for the shipped family.
+the rotary positions in place, in float32, and in bfloat16 for the shipped family; the MLP's
+silu(gate) * up.
 
 infill.models.decoder and the shipped family's model call these where `applies` says so, else
 PyTorch's operations: on a GPU, in other dtypes, where the library cannot be built, or with
@@ -53,6 +54,8 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
     library.infill_rotate.restype = None
     library.infill_rotate_halves_bf16.argtypes = library.infill_rotate.argtypes
     library.infill_rotate_halves_bf16.restype = None
+    library.infill_swiglu.argtypes = [pointer, size, size, pointer, integer, integer]
+    library.infill_swiglu.restype = None
     library.infill_attention_queries.argtypes = []
     library.infill_attention_queries.restype = size
     library.infill_attend.argtypes = [
@@ -148,6 +151,27 @@ def rotate_halves_(x: torch.Tensor, turned: int, cos: torch.Tensor, sin: torch.T
     build().library.infill_rotate_halves_bf16(
         x.data_ptr(), B * L, heads, turned, D, cos.data_ptr(), sin.data_ptr(), 2 * cos.numel() // D
     )
+
+
+def swiglu(x: torch.Tensor) -> torch.Tensor:
+    """The MLP's silu(gate) * up from its fused gate/up product x (..., 2n): gate the first n."""
+    x = x.contiguous()
+    n = x.shape[-1] // 2
+    out = x.new_empty(*x.shape[:-1], n)
+    build().library.infill_swiglu(
+        x.data_ptr(), x.numel() // (2 * n), n, out.data_ptr(), int(x.dtype == torch.bfloat16),
+        torch.get_num_threads(),
+    )  # fmt: skip
+    return out
+
+
+def gated(x: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of a fused gate/up product (the published families' and the shipped
+    family's MLP): one C call where these operations apply, else PyTorch's."""
+    if applies(x, bfloat16=True):
+        return swiglu(x)
+    gate, up = x.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:

@@ -185,8 +185,7 @@ class SwiGLU(nn.Module):
         self.down = nn.Linear(inner, config.hidden_size, bias=False)
 
     def forward(self, x):
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.silu(gate) * up)
+        return self.down(layer_ops.gated(self.gate_up(x)))
 
 
 class Block(nn.Module):
