@@ -54,3 +54,16 @@ def require_module(name: str, install: str):
     if in_ci():
         pytest.fail(f"{reason}. CI is set, so a missing module is a failure, not a skip", pytrace=False)
     pytest.skip(f"NOT TESTED: {reason}; with CI=true this is a failure")
+
+
+def require_built(build, what: str, cpu_reasons: tuple[str, ...]):
+    """The library a C source of infill's built (`build`: the module's build function, called
+    after the C compiler is required): skipped where this CPU cannot run it (a reason starting
+    with one of `cpu_reasons`), a failure where it should have built. `what`: its name in words."""
+    require_program("cc", install="apt-get install -y gcc")
+    built = build()
+    if built.library is None:
+        if built.reason.startswith(cpu_reasons):
+            pytest.skip(f"NOT TESTED: {what}: {built.reason}")
+        pytest.fail(f"{what} did not build: {built.reason}")
+    return built.library

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infill.models.c_build import FLAGS, Build, build_library
+from infill.models.c_build import Build, build_unless_switched
 
 SOURCE = Path(__file__).with_name("bf16_native.c")
 GROUP = 64  # output rows a packed group holds (the C source's GROUP)
@@ -37,16 +36,14 @@ NO_INSTRUCTIONS = "this CPU has no AVX512_BF16"  # the C source's #error
 @functools.cache
 def build() -> Build:
     """The kernel for this CPU, built once per machine (and again when the source changes)."""
-    if os.environ.get(SWITCH, "native") == "pytorch":
-        return Build(None, f"{SWITCH}=pytorch")
-    built = build_library(SOURCE, FLAGS, refusal=NO_INSTRUCTIONS)
-    if built.library is not None:
-        pointer, size = ctypes.c_void_p, ctypes.c_int64
-        built.library.infill_bf16_linear.argtypes = [
-            pointer, size, size, pointer, size, pointer, pointer, ctypes.c_int
-        ]  # fmt: skip
-        built.library.infill_bf16_linear.restype = None
-    return built
+    return build_unless_switched(SWITCH, SOURCE, declared, refusal=NO_INSTRUCTIONS)
+
+
+def declared(library: ctypes.CDLL) -> ctypes.CDLL:
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    library.infill_bf16_linear.argtypes = [pointer, size, size, pointer, size, pointer, pointer, ctypes.c_int]
+    library.infill_bf16_linear.restype = None
+    return library
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:

@@ -4,8 +4,9 @@ ctypes; again when the source, the compiler or the CPU changes. Where it cannot 
 on x86-64, no C compiler, a CPU the source refuses) the caller gets the reason and keeps
 PyTorch's operations. A library is written whole or not at all.
 
-The sources: int4_native.c (the 4-bit product, infill.models.int4_native) and layer_ops.c (a
-layer's small operations, infill.models.layer_ops). They are plain C (no Python or PyTorch
+The sources: int4_native.c (the 4-bit product, infill.models.int4_native), bf16_native.c (the
+bfloat16 product, infill.models.bf16_native) and layer_ops.c (a layer's small operations,
+infill.models.layer_ops). They are plain C (no Python or PyTorch
 headers: each builds in a fraction of a second); their OpenMP threads are PyTorch's own (the
 process's one libgomp).
 """
@@ -19,6 +20,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -54,6 +56,21 @@ def build_library(source: Path, flags: tuple[str, ...] = FLAGS, refusal: str | N
         if reason:  # a compiler's failure: tried again in the next process (it may be installed by then)
             return Build(None, reason)
     return Build(ctypes.CDLL(str(library)))
+
+
+def build_unless_switched(
+    switch: str,
+    source: Path,
+    declare: Callable[[ctypes.CDLL], ctypes.CDLL],
+    refusal: str | None = None,
+    flags: tuple[str, ...] = FLAGS,
+) -> Build:
+    """`source` built for this CPU (`build_library`) and its functions declared by `declare`, unless
+    the environment variable `switch` says "pytorch" (PyTorch's operations kept, for comparisons)."""
+    if os.environ.get(switch, "native") == "pytorch":
+        return Build(None, f"{switch}=pytorch")
+    built = build_library(source, flags, refusal)
+    return built if built.library is None else Build(declare(built.library))
 
 
 def cpu_flags() -> str:

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from pathlib import Path
 
 import torch
 
-from infill.models.c_build import FLAGS, Build, build_library
+from infill.models.c_build import FLAGS, Build, build_unless_switched
 from infill.models.int4 import GROUP_SIZE, QUANTIZE_ROWS, Int4Layer, group_size_for
 
 SOURCE = Path(__file__).with_name("int4_native.c")
@@ -39,10 +38,7 @@ NO_INSTRUCTIONS = "this CPU has neither AVX-512 VNNI nor AVX2"  # the C source's
 @functools.cache
 def build() -> Build:
     """The kernel for this CPU, built once per machine (and again when the source changes)."""
-    if os.environ.get(SWITCH, "native") == "pytorch":
-        return Build(None, f"{SWITCH}=pytorch")
-    built = build_library(SOURCE, FLAGS, refusal=NO_INSTRUCTIONS)
-    return built if built.library is None else Build(declared(built.library))
+    return build_unless_switched(SWITCH, SOURCE, declared, NO_INSTRUCTIONS, FLAGS)  # FLAGS: as tests set it
 
 
 def declared(library: ctypes.CDLL) -> ctypes.CDLL:

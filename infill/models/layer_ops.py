@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from infill.models.c_build import FLAGS, Build, build_library
+from infill.models.c_build import Build, build_unless_switched
 
 SOURCE = Path(__file__).with_name("layer_ops.c")
 SWITCH = "INFILL_LAYER_OPS"  # "pytorch": PyTorch's operations everywhere
@@ -32,10 +31,7 @@ SWITCH = "INFILL_LAYER_OPS"  # "pytorch": PyTorch's operations everywhere
 @functools.cache
 def build() -> Build:
     """The library for this CPU, built once per machine (and again when the source changes)."""
-    if os.environ.get(SWITCH, "native") == "pytorch":
-        return Build(None, f"{SWITCH}=pytorch")
-    built = build_library(SOURCE, FLAGS)
-    return built if built.library is None else Build(declared(built.library))
+    return build_unless_switched(SWITCH, SOURCE, declared)
 
 
 def declared(library: ctypes.CDLL) -> ctypes.CDLL:

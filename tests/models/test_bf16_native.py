@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from external import require_program
+from external import require_built
 from torch import nn
 
 import infill.models.bf16_native as bf16_native
@@ -21,14 +21,7 @@ CPU_REASONS = (bf16_native.NO_INSTRUCTIONS, "built for Linux on x86-64 only")
 
 @pytest.fixture(autouse=True)
 def kernel():
-    """The built kernel; skipped where this CPU cannot run it, a failure where it should build."""
-    require_program("cc", install="apt-get install -y gcc")
-    build = bf16_native.build()
-    if build.library is None:
-        if build.reason.startswith(CPU_REASONS):
-            pytest.skip(f"NOT TESTED: infill's bfloat16 kernel: {build.reason}")
-        pytest.fail(f"infill's bfloat16 kernel did not build: {build.reason}")
-    return build.library
+    return require_built(bf16_native.build, "infill's bfloat16 kernel", CPU_REASONS)
 
 
 def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

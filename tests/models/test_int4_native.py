@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 import torch
-from external import require_program
+from external import require_built, require_program
 from int4_reference import int8_blocks, reference_int4
 from torch import nn
 
@@ -31,13 +31,7 @@ CPU_REASONS = ("this CPU has neither AVX-512 VNNI nor AVX2", "built for Linux on
 @pytest.fixture
 def native():
     """The built kernel; skipped where this CPU cannot run it, a failure where it should build."""
-    require_program("cc", install="apt-get install -y gcc")
-    build = int4_native.build()
-    if build.library is None:
-        if build.reason.startswith(CPU_REASONS):
-            pytest.skip(f"NOT TESTED: infill's 4-bit kernel: {build.reason}")
-        pytest.fail(f"infill's 4-bit kernel did not build: {build.reason}")
-    return build.library
+    return require_built(int4_native.build, "infill's 4-bit kernel", CPU_REASONS)
 
 
 @pytest.fixture

@@ -10,20 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from external import require_program
+from external import require_built
 
 from infill.models import decoder, layer_ops
 
 
 @pytest.fixture
 def built():
-    require_program("cc", install="apt-get install -y gcc")
-    build = layer_ops.build()
-    if build.library is None:
-        if build.reason.startswith("built for Linux on x86-64 only"):
-            pytest.skip(f"NOT TESTED: infill's layer operations: {build.reason}")
-        pytest.fail(f"infill's layer operations did not build: {build.reason}")
-    return build.library
+    return require_built(layer_ops.build, "infill's layer operations", ("built for Linux on x86-64 only",))
 
 
 def close(got: torch.Tensor, want: torch.Tensor, tolerance: float = 2e-6) -> bool:
