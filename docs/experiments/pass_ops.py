@@ -50,8 +50,8 @@ def counts(layers: int) -> tuple[int, dict[int, int]]:
         canvases = [prepared(network) for _ in range(rows)]
         batch_ids = torch.cat([canvas_ids for canvas_ids, _ in canvases])
         positions = SPAN.expand(rows, len(SPAN))
-        caches = [CacheRows([own[layer] for _, own in canvases], [1] * rows, [SPAN] * rows)
-                  for layer in range(layers)]  # fmt: skip
+        caches = [CacheRows([own[layer] for _, own in canvases], [1] * rows, [SPAN] * rows,
+                            [len(SPAN)] * rows) for layer in range(layers)]  # fmt: skip
         batched[rows] = top_level_ops(network, batch_ids, positions, caches, False)
     return alone, batched
 

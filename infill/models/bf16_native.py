@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infill.models.c_build import Build, build_unless_switched
+from infill.models.c_build import Build, build_unless_switched, inference_on_cpu
 
 SOURCE = Path(__file__).with_name("bf16_native.c")
 GROUP = 64  # output rows a packed group holds (the C source's GROUP)
@@ -89,13 +89,10 @@ class Bf16Linear(nn.Linear):
 
 
 def takes(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether the kernel serves this product: x and the weight bfloat16 on the CPU, no gradient
-    wanted, no autocast (which changes the dtypes of PyTorch's operations), the library built."""
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
-        return False
-    if torch.is_autocast_enabled("cpu") or x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16:
-        return False
-    return x.device.type == "cpu" and weight.device.type == "cpu" and available()
+    """Whether the kernel serves this product: x and the weight bfloat16, `inference_on_cpu`, the
+    library built."""
+    bfloat16 = x.dtype == weight.dtype == torch.bfloat16
+    return bfloat16 and inference_on_cpu(x, weight) and available()
 
 
 def available() -> bool:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+import torch
+
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 
 
@@ -71,6 +73,15 @@ def build_unless_switched(
         return Build(None, f"{switch}=pytorch")
     built = build_library(source, flags, refusal)
     return built if built.library is None else Build(declare(built.library))
+
+
+def inference_on_cpu(*tensors: torch.Tensor) -> bool:
+    """Whether infill's C calls may serve `tensors` (the callers add their dtypes and whether their
+    library is built): all on the CPU, no gradient wanted (the C calls have none), no autocast
+    (which changes the dtypes of PyTorch's operations: training's held-out loss)."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    return not torch.is_autocast_enabled("cpu") and all(t.device.type == "cpu" for t in tensors)
 
 
 def cpu_flags() -> str:

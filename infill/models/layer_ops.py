@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from infill.models.c_build import Build, build_unless_switched
+from infill.models.c_build import Build, build_unless_switched, inference_on_cpu
 
 SOURCE = Path(__file__).with_name("layer_ops.c")
 SWITCH = "INFILL_LAYER_OPS"  # "pytorch": PyTorch's operations everywhere
@@ -71,14 +71,10 @@ def applies(*tensors: torch.Tensor, bfloat16: bool = False) -> bool:
     """Whether these operations serve `tensors`: float32 (or bfloat16, where the caller's
     operation takes it) on the CPU, all of one dtype, no gradient wanted, no autocast (which
     changes the dtypes of PyTorch's operations: training's held-out loss), the library built."""
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    if torch.is_autocast_enabled("cpu"):
-        return False
     dtype = tensors[0].dtype
     if dtype not in ((torch.float32, torch.bfloat16) if bfloat16 else (torch.float32,)):
         return False
-    if any(t.device.type != "cpu" or t.dtype != dtype for t in tensors):
+    if any(t.dtype != dtype for t in tensors) or not inference_on_cpu(*tensors):
         return False
     return build().library is not None
 

@@ -98,13 +98,15 @@ def write_at(cached: torch.Tensor, positions: torch.Tensor, fresh: torch.Tensor)
 class CacheRows:
     """One layer's caches of several passes sharing a forward (infill.models.batching), in the
     batch's order: pass i has `sizes[i]` rows, its own LayerCache `caches[i]`, and its positions
-    `where[i]` (P,) (the same for all its rows and all layers). Each pass's queries attend to its
-    own cache, and its fresh keys and values are written into it: nothing is copied."""
+    `where[i]` (P,) (the same for all its rows and all layers), of which its own are the first
+    `counts[i]` (the rest repeat the last: a batch's passes are padded to its most positions).
+    Each pass's queries attend to its own cache, and its fresh keys and values are written into
+    it: nothing is copied."""
 
     caches: list[LayerCache]
     sizes: list[int]
     where: list[torch.Tensor]
-    counts: list[int] | None = None  # each pass's own positions: `where[i]` pads them with the last
+    counts: list[int]
 
 
 def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tensor, attn_mask, attend):
@@ -116,8 +118,7 @@ def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tenso
     if isinstance(cache, CacheRows):
         out = []
         sizes = cache.sizes
-        counts = cache.counts or [len(where) for where in cache.where]
-        parts = zip(q.split(sizes), k.split(sizes), v.split(sizes), cache.caches, cache.where, counts)
+        parts = zip(q.split(sizes), k.split(sizes), v.split(sizes), cache.caches, cache.where, cache.counts)
         for own_q, own_k, own_v, own, where, count in parts:
             write_at(own.keys, where, own_k)
             write_at(own.values, where, own_v)
