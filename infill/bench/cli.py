@@ -179,6 +179,7 @@ def drift(args: argparse.Namespace) -> dict:
 SPEED_FILE_LINES = 200
 SIZE_PASSES = 12  # sizes: passes per fill
 SHAPE_PASSES = (4, 8, 16)  # shapes: fills timed at these pass counts (issue 27's table)
+DEFAULT_SHAPE = "open-dcoder-0.5b"  # shapes, loading: the shape measured when none is named
 
 
 def speed_file() -> str:
@@ -324,7 +325,7 @@ def shapes(args: argparse.Namespace) -> dict:
         line_span(text, code[middle], code[middle]),
         line_span(text, code[middle + 1], code[middle + 1]),
     )
-    names = list(TINY_SHAPES) if args.tiny else args.shapes
+    names = list(TINY_SHAPES) if args.tiny else args.shapes or [DEFAULT_SHAPE]
     unknown = [name for name in names if name not in SHAPES and name not in TINY_SHAPES]
     if unknown:
         raise SystemExit(f"infill-bench shapes: unknown shape(s) {', '.join(unknown)}; "
@@ -350,7 +351,7 @@ def loading(args: argparse.Namespace) -> dict:
     if args.checkpoint_dir is None:
         raise SystemExit("infill-bench loading: --checkpoint-dir DIR (where the checkpoint is, or goes)")
     rows = []
-    for name in args.shapes:
+    for name in args.shapes or [DEFAULT_SHAPE]:
         folder = args.checkpoint_dir / name
         write_checkpoint(name, folder)
         rows.append(measure_loading(name, folder, args.quantize, args.threads))
@@ -404,12 +405,12 @@ def in_process_target(args: argparse.Namespace):
 
     rules = sampler_rules(args)
 
-    if args.shapes != ["open-dcoder-0.5b"] or args.tiny:  # a shape asked for: random weights
+    if args.shapes or args.tiny:  # a shape asked for: random weights
         import torch
 
         from infill.bench.shapes import random_denoiser
 
-        name = args.shapes[0] + ("-tiny" if args.tiny else "")
+        name = (args.shapes or [DEFAULT_SHAPE])[0] + ("-tiny" if args.tiny else "")
         device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto"
                               and torch.cuda.is_available()) else "cpu")  # fmt: skip
         dtype = torch.bfloat16 if args.dtype in ("auto", "bfloat16") else getattr(torch, args.dtype)
@@ -532,8 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--shapes",
         type=lambda v: v.split(","),
-        default=["open-dcoder-0.5b"],
-        help="shapes, loading: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated)",
+        default=None,
+        help="shapes, loading: which of open-dcoder-0.5b, dream-7b, llada-8b (comma-separated; "
+        "default open-dcoder-0.5b); serve --in-process: the first, with random weights, instead of the model",
     )
     parser.add_argument("--checkpoint-dir", type=Path, default=None, metavar="DIR",
                         help="loading: where each shape's random checkpoint is written once (15 GB for "

@@ -6,11 +6,14 @@
 
 Each client is an editor that asks for the next fill as soon as the last one came back (a closed
 loop): a one-line fill (`POST /v1/infill`, mode fill, greedy) of the next code line of a
-held-out file of 200 lines or more (infill.bench.tasks: never trained on), its lines taken in
-turn. Every level runs for `--seconds` after one warm-up fill; for each it prints the fills
-answered per second, latency percentiles (p50, p95, p99), the rows each forward pass carried,
-the share of passes shared by several requests and the model's forward time per fill (the
-server's /metrics, before and after the level), failed requests, and the replica's resident memory (/metrics
+held-out file of 200 lines or more (infill.bench.tasks: never trained on). Each client works in
+its own copy of the file (its own path), going down its code lines from its own starting place
+(client k of n from line k/n of the way down): n editors, each where one editor alone would be,
+so a server that keeps each client's context (`--kept-contexts`) keeps n of them. Every level
+runs for `--seconds` after one warm-up fill; for each it prints the fills answered per second,
+latency percentiles (p50, p95, p99), the rows each forward pass carried, the share of passes
+shared by several requests and the model's forward time per fill (the server's /metrics, before
+and after the level), failed requests, and the replica's resident memory (/metrics
 `process_resident_memory_bytes`), and each level's throughput and p50 against one client's.
 `--soak` then runs `--soak-clients` clients for that many seconds and samples the memory every
 few seconds: its value after the first minute and at the end, and the failures.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import signal
 import socket
@@ -188,8 +192,8 @@ class HttpTarget:
 class DriverTarget:
     """The batching driver in this process (no HTTP, no Ray): each body a FillRequest submitted
     to it; the counters are the driver's own, under /metrics' names. `kept_context`: each client
-    (thread) keeps its document's context between its fills, as a language server keeps an open
-    document's (infill.engine.kept_context): a next fill's first pass computes what changed."""
+    (its copy of the file) keeps its document's context between its fills, as a language server
+    keeps an open document's (infill.engine.kept_context): a next fill's first pass computes what changed."""
 
     def __init__(self, denoiser: Any, options: Any = None, kept_context: bool = False) -> None:
         from infill.engine.batching import MAX_LIVE, BatchingDriver
@@ -211,8 +215,8 @@ class DriverTarget:
         options = self.options or InfillOptions()
         request = FillRequest(document, [line_span(document.text, line, line)], options)
         kept = None
-        if self.contexts is not None:  # this client's (its thread's name): client n of every level
-            kept = self.contexts.denoiser(threading.current_thread().name, self.denoiser)
+        if self.contexts is not None:  # this client's document's (its own path: `Load.walk`)
+            kept = self.contexts.denoiser(body["path"], self.denoiser)
             kept = kept if kept is not self.denoiser else None  # a network that cannot cache
         try:
             self.driver.submit(request, Hooks(), kept=kept).future.result()
@@ -239,23 +243,26 @@ class DriverTarget:
 
 
 class Load:
-    """`clients` threads, each asking for the next body as soon as its last one was answered."""
+    """`clients` threads, each asking for its next body as soon as its last one was answered."""
 
     def __init__(self, target: Any, bodies: list[dict], clients: int) -> None:
         self.target, self.bodies, self.clients = target, bodies, clients
         self.latencies: list[float] = []
         self.failed: list[str] = []
         self.lock = threading.Lock()
-        self.turn = 0
 
-    def next_body(self) -> dict:
-        with self.lock:
-            self.turn += 1
-            return self.bodies[self.turn % len(self.bodies)]
+    def walk(self, client: int):
+        """Client `client`'s bodies: from its own starting place on, one after another, each in
+        the client's own copy of the file."""
+        start = client * len(self.bodies) // self.clients
+        for turn in itertools.count(start):
+            body = self.bodies[turn % len(self.bodies)]
+            yield {**body, "path": own_path(body["path"], client)}
 
-    def client(self, until: float) -> None:
+    def client(self, number: int, until: float) -> None:
+        bodies = self.walk(number)
         while time.monotonic() < until:
-            body = self.next_body()
+            body = next(bodies)
             started = time.perf_counter()
             outcome = self.target.ask(body)
             seconds = time.perf_counter() - started
@@ -270,7 +277,7 @@ class Load:
         `on_tick(elapsed)` is called about every MEMORY_EVERY seconds meanwhile."""
         started = time.monotonic()
         until, tick = started + seconds, MEMORY_EVERY
-        threads = [threading.Thread(target=self.client, args=(until,), name=f"client-{n}", daemon=True)
+        threads = [threading.Thread(target=self.client, args=(n, until), name=f"client-{n}", daemon=True)
                    for n in range(self.clients)]  # fmt: skip
         for thread in threads:
             thread.start()
@@ -280,6 +287,11 @@ class Load:
                 on_tick(time.monotonic() - started)
                 tick += MEMORY_EVERY
         return time.monotonic() - started
+
+
+def own_path(path: str, client: int) -> str:
+    """Client `client`'s copy of the file at `path`: another directory, the same name."""
+    return str(Path(f"client-{client}") / Path(path).name)
 
 
 def percentile(values: list[float], share: float) -> float:

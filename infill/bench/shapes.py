@@ -115,6 +115,8 @@ class ShapeRow:
 def random_denoiser(
     name: str, device: torch.device, dtype: torch.dtype, quantize: str = "auto"
 ) -> CachingCheckpointDenoiser:
+    """The published shape `name` with random weights, its window what a checkpoint of that shape
+    gets on `device` (infill.models.denoiser.device_context)."""
     config, mask_id, null_id, shift, first_special = {**SHAPES, **TINY_SHAPES}[name]
     network = random_network(config, device, dtype, quantize)
     code = CodeTokenizer.load(DEFAULT_MODEL_DIR).tokenizer
@@ -123,7 +125,8 @@ def random_denoiser(
     special = {i for i in special if i - first_special < 420} | {mask_id}  # as many as the real ones
     return CachingCheckpointDenoiser(
         family=name, network=network, tokenizer=tokenizer, mask_id=mask_id, null_id=null_id,
-        special_ids=frozenset(special), context_length=CONTEXT_CAP, shift=shift, device=device,
+        special_ids=frozenset(special), context_length=device_context(CONTEXT_CAP, device), shift=shift,
+        device=device,
     )  # fmt: skip
 
 

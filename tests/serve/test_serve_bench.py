@@ -35,6 +35,17 @@ def test_a_level_counts_its_fills_and_reads_the_servers_passes_and_memory(url):
     assert level.gap_ms is not None and level.gap_ms > 0  # the engine's own work between passes
 
 
+def test_each_client_goes_down_its_own_copy_of_the_file_from_its_own_place():
+    bodies = bench.fill_bodies(8)
+    load = bench.Load(target=None, bodies=bodies, clients=4)
+    walks = {client: [next(walk) for _ in range(3)] for client, walk in
+             ((c, load.walk(c)) for c in range(4))}  # fmt: skip
+    for client, taken in walks.items():
+        assert [b["spans"] for b in taken] == [bodies[(2 * client + i) % 8]["spans"] for i in range(3)]
+        assert {b["path"] for b in taken} == {f"client-{client}/{bodies[0]['path'].rsplit('/', 1)[-1]}"}
+        assert all(b["text"] == bodies[0]["text"] for b in taken)
+
+
 def test_refused_fills_are_counted_as_failed_with_their_status(url):
     nobody = bench.HttpTarget(url, bench.bearer("nobody"))
     level = bench.run_level(nobody, bench.fill_bodies(4), clients=2, seconds=0.5)
