@@ -6,12 +6,15 @@ it), and only the parser-checked edits can. The real tiny model runs the same pa
 
 from __future__ import annotations
 
+import pytest
 import torch
 from plans import plan_canvases
 
 from infill.engine.decode import Decoder, filled_text
+from infill.engine.prediction import token_probabilities
 from infill.engine.repair.problems import tokens_to_remask
-from infill.engine.repair.token_edits import Edit, candidates
+from infill.engine.repair.token_edits import Edit, SlotProbabilities, candidates
+from infill.models import load
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import document_from_bytes
@@ -99,9 +102,10 @@ def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make
     document, probe, canvas, slot, ids = broken_last_line(make_oracle)
     [hash_id] = probe.encode("#")
     [close], [plus] = probe.encode(")"), probe.encode("+")
-    probs = torch.full((ids.size(1), probe.tokenizer.vocab_size), 1e-6)
-    probs[:, hash_id] = 0.9  # the model's favourite everywhere: a comment
-    probs[:, plus] = 0.05
+    every = torch.full((ids.size(1), probe.tokenizer.vocab_size), 1e-6)
+    every[:, hash_id] = 0.9  # the model's favourite everywhere: a comment
+    every[:, plus] = 0.05
+    probs = SlotProbabilities(row=torch.arange(ids.size(1)), probs=every)
     problems = file_problems(filled_text(probe, document, canvas, ids))
     blamed = tokens_to_remask(Decoder(probe, document, canvas), ids, problems)
     assert blamed.any()
@@ -118,6 +122,26 @@ def test_candidates_bring_in_no_comment_and_insert_only_where_there_is_room(make
     full = ids.clone()
     full[0, slot.start : slot.start + slot.length] = close  # no <null> left: nothing can be inserted
     assert not any(edit.insert for edit, _ in candidates(probe, canvas, full, probs, blamed, [close]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_slots_probabilities_are_a_full_pass_probabilities_there(dtype):
+    """The shipped model, in float32 and as served on a CPU (bfloat16, infill's products): the
+    probabilities at the slots, from a pass whose output layer runs there alone, are those of a
+    pass over every position, bit for bit; each slot token's own probability too, 0 elsewhere."""
+    denoiser = load(None, "cpu", dtype)
+    document = document_from_bytes(SOURCE.encode())
+    [canvas] = plan_canvases(denoiser, SOURCE, [line_span(SOURCE, 2, 3)], InfillOptions())
+    ids = torch.tensor([canvas.ids])
+    slots = torch.tensor(canvas.editable())
+    ids[0, slots] = torch.tensor(denoiser.encode("z = x + 3")[:1] * int(slots.sum()))
+    full = token_probabilities(denoiser, ids)[0]
+    found = SlotProbabilities.of(denoiser, canvas, ids)
+    for position in slots.nonzero().flatten().tolist():
+        assert torch.equal(found.at(position), full[position])
+    own = found.of_tokens(ids)
+    assert torch.equal(own[0, slots], full[slots].gather(-1, ids[0, slots, None]).squeeze(-1))
+    assert not own[0, ~slots].any() and document.text == SOURCE
 
 
 def test_the_tiny_model_runs_the_edits_and_leaves_the_rest_of_the_file(tiny_backend):

@@ -6,7 +6,8 @@ colon, a stray quote. This step searches single-token edits of the fills, each o
 parsing the whole file:
 
     while the fills cause syntax problems and edits are left:
-        one forward pass: the model's probabilities at every position of the fills
+        one forward pass: the model's probabilities at every position of the fills (an exact
+            pass whose output layer runs at the fills' positions alone: `SlotProbabilities`)
         where to edit: the tokens a problem touches and their neighbours, and the tokens of
             each fill the model finds least likely
         what to try there, most likely first: one of the model's top tokens instead, the token
@@ -35,7 +36,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
-from infill.engine.prediction import token_probabilities
+from infill.engine.kept_context import without_kept_context
+from infill.engine.prediction import allowed_softmax, exact_logits_at
 from infill.engine.repair.problems import FillProblems
 from infill.engine.repair.rows import Rows
 from infill.engine.results import SampleStats
@@ -52,6 +54,40 @@ NEIGHBOURS = 1  # tokens on each side of a token a problem touches that are trie
 LEAST_LIKELY = 2  # each fill's least likely tokens that are tried too
 INSERTABLE = (")", "]", "}", ",", ":", '"', "'", "(")
 PRIOR = 0.02  # the probability an edit of the parser's (a deletion, an insertion) is given
+
+
+@dataclass
+class SlotProbabilities:
+    """The model's probabilities (special tokens ruled out) at a canvas's slot positions only,
+    from one exact pass over the whole canvas whose output layer runs at those positions alone
+    where the denoiser can: the same numbers as a full pass's there (tested), without the output
+    layer and softmax over every position (the shipped model, a 512-token window with 27 slot
+    positions, 2 threads: 64.4 against 50.8 ms, medians of 20 passes each way, alternating)."""
+
+    row: torch.Tensor  # (L,) long: each slot position's row of `probs` (-1 elsewhere)
+    probs: torch.Tensor  # (P, vocab)
+
+    @classmethod
+    def of(cls, denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor) -> SlotProbabilities:
+        """At the slot positions of `canvas` holding `ids` (1, L); never through a kept context
+        (an exact pass, the document's kept context untouched)."""
+        columns = torch.tensor(canvas.editable()).nonzero().flatten()
+        exact = without_kept_context(denoiser)
+        probs = allowed_softmax(exact, exact_logits_at(exact, ids, columns))[0]
+        row = torch.full((ids.shape[1],), -1, dtype=torch.long)
+        row[columns] = torch.arange(len(columns))
+        return cls(row, probs)
+
+    def at(self, position: int) -> torch.Tensor:
+        """(vocab,): the distribution at slot `position`."""
+        return self.probs[self.row[position]]
+
+    def of_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """(1, L): the probability of each slot position's token in `ids` (1, L), 0 elsewhere."""
+        found = torch.zeros(ids.shape, dtype=self.probs.dtype)
+        slots = (self.row >= 0).nonzero().flatten()
+        found[0, slots] = self.probs[self.row[slots], ids[0, slots]]
+        return found
 
 
 @dataclass
@@ -134,7 +170,7 @@ def edit_tokens(
     inserts = _insertable_tokens(denoiser)
     made = passes = 0
     while problems and made < max_edits:
-        probs = token_probabilities(denoiser, ids)[0]
+        probs = SlotProbabilities.of(denoiser, canvas, ids)
         passes += 1
         best: tuple[tuple[int, int], torch.Tensor, list[SyntaxProblem]] | None = None
         tried = candidates(denoiser, canvas, ids, probs, blamed(ids, problems), inserts)[:MAX_TRIALS]
@@ -150,8 +186,7 @@ def edit_tokens(
         ids, problems, made = best[1], best[2], made + 1
     if not made or len(problems) >= len(before):
         return original, None, 0, passes
-    probs = token_probabilities(denoiser, ids)[0]
-    return ids, probs.gather(-1, ids[0, :, None]).squeeze(-1)[None], made, passes + 1
+    return ids, SlotProbabilities.of(denoiser, canvas, ids).of_tokens(ids), made, passes + 1
 
 
 def _standing(problems: list[SyntaxProblem]) -> tuple[int, int]:
@@ -163,11 +198,11 @@ def candidates(
     denoiser: Denoiser,
     canvas: Canvas,
     ids: torch.Tensor,
-    probs: torch.Tensor,
+    probs: SlotProbabilities,
     blamed: torch.Tensor,
     inserts: list[int],
 ) -> list[tuple[Edit, Slot]]:
-    """The edits to try, most likely under the model first (probs: (L, vocab))."""
+    """The edits to try, most likely under the model first."""
     null, found = denoiser.null_id, []
     row = ids[0].tolist()
     for slot in canvas.slots:
@@ -177,10 +212,10 @@ def candidates(
         for k, position in enumerate(content):
             if blamed[0, position]:
                 where.update(content[max(0, k - NEIGHBOURS) : k + NEIGHBOURS + 1])
-        where.update(sorted(content, key=lambda i: float(probs[i, row[i]]))[:LEAST_LIKELY])
+        where.update(sorted(content, key=lambda i: float(probs.at(i)[row[i]]))[:LEAST_LIKELY])
         for position in sorted(where):
-            old = math.log(max(float(probs[position, row[position]]), 1e-12))
-            top = probs[position].topk(TOP_TOKENS)
+            old = math.log(max(float(probs.at(position)[row[position]]), 1e-12))
+            top = probs.at(position).topk(TOP_TOKENS)
             for p, token in zip(top.values.tolist(), top.indices.tolist()):
                 if p < MIN_PROBABILITY or token in (row[position], null):
                     continue
