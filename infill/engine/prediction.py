@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from infill.engine.kept_context import without_kept_context
+
 if TYPE_CHECKING:  # the interface of every model family (infill.models)
+    from infill.engine.canvas import Canvas
     from infill.models.base import Denoiser
 
 
@@ -90,6 +93,24 @@ def special_index(denoiser: Denoiser) -> torch.Tensor:
     """The denoiser's special ids as an index tensor (a checkpoint whose tokenizer covers few of
     its output rows has over 100k of them: made from the set at every pass, 50 ms)."""
     return torch.tensor(sorted(denoiser.special_ids), dtype=torch.long)
+
+
+def exact_slot_logits(
+    denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(columns (P,): the slot positions of `canvas`, logits (P, vocab) there) of one exact pass
+    over `ids` (1, L), its output layer at the slots alone where the denoiser can
+    (`exact_logits_at`); never through a kept context (the document's stays untouched)."""
+    columns = torch.tensor(canvas.editable()).nonzero().flatten()
+    with torch.no_grad():
+        return columns, exact_logits_at(without_kept_context(denoiser), ids, columns)[0]
+
+
+def rows_of(columns: torch.Tensor, length: int) -> torch.Tensor:
+    """(length,) long: each of `columns`' row in the values (P, ...) computed there, -1 elsewhere."""
+    row = torch.full((length,), -1, dtype=torch.long)
+    row[columns] = torch.arange(len(columns))
+    return row
 
 
 def exact_logits_at(denoiser: Denoiser, ids: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:

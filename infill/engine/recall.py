@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
-from infill.engine.kept_context import without_kept_context
-from infill.engine.prediction import exact_logits_at
+from infill.engine.prediction import exact_slot_logits, rows_of
 from infill.engine.results import SampleResult
 from infill.text.spans import Span
 from infill.text.syntax import file_problems
@@ -175,17 +174,12 @@ class SlotLogProbs:
     1.2 GB)."""
 
     def __init__(self, columns: torch.Tensor, logp: torch.Tensor, length: int):
-        self.row = torch.full((length,), -1, dtype=torch.long)
-        self.row[columns] = torch.arange(len(columns))
+        self.row = rows_of(columns, length)
         self.logp = logp  # (P, vocab)
 
     @classmethod
     def of(cls, denoiser: Denoiser, canvas: Canvas) -> SlotLogProbs:
-        ids = torch.tensor([canvas.ids])
-        columns = torch.tensor(canvas.editable()).nonzero().flatten()
-        denoiser = without_kept_context(denoiser)  # an exact pass, the document's kept context untouched
-        with torch.no_grad():
-            logits = exact_logits_at(denoiser, ids, columns)[0]
+        columns, logits = exact_slot_logits(denoiser, canvas, torch.tensor([canvas.ids]))
         return cls(columns, torch.log_softmax(logits.float(), -1), len(canvas.ids))
 
     def at(self, positions: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from infill.engine.canvas import Canvas, Slot
-from infill.engine.kept_context import without_kept_context
-from infill.engine.prediction import allowed_softmax, exact_logits_at
+from infill.engine.prediction import allowed_softmax, exact_slot_logits, rows_of
 from infill.engine.repair.problems import FillProblems
 from infill.engine.repair.rows import Rows
 from infill.engine.results import SampleStats
@@ -69,14 +68,9 @@ class SlotProbabilities:
 
     @classmethod
     def of(cls, denoiser: Denoiser, canvas: Canvas, ids: torch.Tensor) -> SlotProbabilities:
-        """At the slot positions of `canvas` holding `ids` (1, L); never through a kept context
-        (an exact pass, the document's kept context untouched)."""
-        columns = torch.tensor(canvas.editable()).nonzero().flatten()
-        exact = without_kept_context(denoiser)
-        probs = allowed_softmax(exact, exact_logits_at(exact, ids, columns))[0]
-        row = torch.full((ids.shape[1],), -1, dtype=torch.long)
-        row[columns] = torch.arange(len(columns))
-        return cls(row, probs)
+        """At the slot positions of `canvas` holding `ids` (1, L) (`exact_slot_logits`)."""
+        columns, logits = exact_slot_logits(denoiser, canvas, ids)
+        return cls(rows_of(columns, ids.shape[1]), allowed_softmax(denoiser, logits))
 
     def at(self, position: int) -> torch.Tensor:
         """(vocab,): the distribution at slot `position`."""
