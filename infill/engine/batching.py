@@ -120,7 +120,8 @@ def forward_key(p: Pass) -> tuple[str, int]:
     refresh) of one canvas length. Canvases of other lengths would be padded, and padded keys
     change a row's attention sums in their last bits (infill.models.batching): float32 keeps
     the greedy outputs, bfloat16's rounding (the shipped model on a CPU) does not. A span pass
-    attends to its own cache only, so span passes over any canvases share one."""
+    attends to its own cache only, so span passes over any canvases share one (packed side by
+    side, none padded: infill.models.batching)."""
     return p.kind, 0 if p.kind == "span" else p.ids.shape[1]
 
 

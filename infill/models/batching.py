@@ -1,23 +1,27 @@
-"""Several passes in one forward: canvases of different lengths, right-padded, with a key mask.
+"""Several passes in one forward: whole canvases right-padded with a key mask; span passes packed.
 
 A pass (`infill.models.base.Pass`) is one call of a denoiser's network methods. The batching
 driver (`infill.engine.batching`) hands a caching denoiser the pending passes of several requests
 at once (`run_passes`, passes of one kind); `run_batch` lays them out as one batch and gives each
-pass back its own rows, as its own call would have returned them:
+pass back its own rows, as its own call would have returned them.
+
+Full and refresh passes (whole canvases):
 
     ids        every pass's rows one after the other, right-padded to the longest canvas (token 0)
     key_mask   (R, W) True at each row's real positions: no query attends to a padded key. None
                when every canvas has one length (nothing is padded: the forward is the one a
                single call makes, a batch of more rows)
-    positions  refresh and span passes: each row its own (R, P); a pass with fewer positions than
-               the most is padded with its last one (those queries' outputs are dropped, and what
-               they write into a span pass's cache is what the real one writes)
-    caches     span passes: each layer's caches of every pass side by side (`CacheRows`): each
-               pass's queries attend to its own cache's keys and values, and its fresh ones are
-               written into it, so nothing is copied or padded (the attention runs once per
-               pass and layer; the products of the layers run once for the batch). Refresh
-               passes: a new batch cache, cut into each pass's own. A padded span pass's queries
-               attend as its own call's do (`CacheRows.counts`: the padding repeats the last).
+    positions  refresh passes: each row its own (R, P); a pass with fewer positions than the
+               most is padded with its last one (those outputs are dropped)
+    cache      refresh passes: a new batch cache, cut into each pass's own
+
+Span passes (`run_packed`) are packed instead: one row holding every pass's query tokens (its
+canvas's tokens at its positions) side by side, with their own positions for the rotary angles,
+none padded, so a forward computes the tokens its passes asked for and no more (padded to the
+most positions, eight passes of about 9 positions computed 37 each). Each layer's caches of the
+passes side by side (`CacheRows`): each pass's queries attend to its own cache's keys and values,
+and its fresh ones are written into it, so nothing is copied (the attention runs once per pass
+and layer; the products of the layers run once for the batch).
 
 Each pass keeps its own cache object (a request may hold it across passes and requests: the
 language server's kept context, infill.engine.kept_context): a refresh copies its rows out of the
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from infill.models.base import Pass
-from infill.models.native.model import CacheRows
+from infill.models.native.model import CacheRows, at_positions
 
 FullForward = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 """(ids (R, W), key_mask (R, W) or None) -> logits (R, W, vocab)."""
@@ -68,31 +72,44 @@ def run_batch(passes: list[Pass], device: torch.device, full: FullForward, at: F
     kinds = {p.kind for p in passes}
     if len(kinds) != 1:
         raise ValueError(f"passes of one kind share a forward, not {sorted(kinds)}")
+    kind = kinds.pop()
+    if kind == "span":
+        return run_packed(passes, device, at)
     layout = lay_out(passes)
     ids = padded_ids(passes, layout).to(device)
     key_mask = None
     if any(length != layout.width for length in layout.lengths):
         key_mask = (torch.arange(layout.width)[None] < row_lengths(passes, layout)[:, None]).to(device)
-    kind = kinds.pop()
     if kind == "full":
         out = full(ids, key_mask)
         return [out[layout.rows(i, passes), : layout.lengths[i]] for i in range(len(passes))]
     positions = padded_positions(passes).to(device)
-    if kind == "refresh":
-        cache = new_cache()
-        out = at(ids, positions, cache, True, key_mask)
-        for i, p in enumerate(passes):
-            rows, length = layout.rows(i, passes), layout.lengths[i]
-            for own, batch in zip(p.cache, cache):
-                own.keys = batch.keys[rows, :, :length].clone()
-                own.values = batch.values[rows, :, :length].clone()
-    else:  # each pass's rows attend to its own cache, which takes their fresh keys (no copies)
-        sizes = [p.rows for p in passes]
-        where = [positions[start] for start in layout.starts]  # each pass's (padded) positions
-        counts = [len(p.positions) for p in passes]
-        caches = [CacheRows(list(layers), sizes, where, counts) for layers in zip(*(p.cache for p in passes))]
-        out = at(ids, positions, caches, False, None)
+    cache = new_cache()
+    out = at(ids, positions, cache, True, key_mask)
+    for i, p in enumerate(passes):
+        rows, length = layout.rows(i, passes), layout.lengths[i]
+        for own, batch in zip(p.cache, cache):
+            own.keys = batch.keys[rows, :, :length].clone()
+            own.values = batch.values[rows, :, :length].clone()
     return [out[layout.rows(i, passes), : len(p.positions)] for i, p in enumerate(passes)]
+
+
+def run_packed(passes: list[Pass], device: torch.device, at: ForwardAt) -> list[torch.Tensor]:
+    """Span passes as one forward of one row: every pass's tokens at its positions (row by row
+    for a pass of several canvases), side by side, none padded; each pass's queries attend to its
+    own cache, which takes their fresh keys and values (`CacheRows`)."""
+    where = [p.positions.to(device) for p in passes]
+    tokens = torch.cat([at_positions(p.ids.to(device), own).reshape(-1) for p, own in zip(passes, where)])
+    positions = torch.cat([own.repeat(p.rows) for p, own in zip(passes, where)])
+    sizes = [p.rows for p in passes]
+    caches = [CacheRows(list(layers), sizes, where) for layers in zip(*(p.cache for p in passes))]
+    out = at(tokens[None], positions[None], caches, False, None)[0]  # (N, vocab)
+    outs, start = [], 0
+    for p in passes:
+        count = p.rows * len(p.positions)
+        outs.append(out[start : start + count].view(p.rows, len(p.positions), -1))
+        start += count
+    return outs
 
 
 def lay_out(passes: list[Pass]) -> Layout:

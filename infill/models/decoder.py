@@ -38,7 +38,14 @@ import torch.nn.functional as F
 from torch import nn
 
 import infill.models.layer_ops as layer_ops
-from infill.models.native.model import CacheRows, LayerCache, at_positions, attend_cached, key_padding
+from infill.models.native.model import (
+    CacheRows,
+    LayerCache,
+    at_positions,
+    attend_cached,
+    key_padding,
+    span_tokens,
+)
 
 
 @dataclass(frozen=True)
@@ -288,7 +295,7 @@ class Decoder(nn.Module):
                 x = layer(x, cos, sin, layer_cache, attn_mask=attn_mask)
             return self.output(at_positions(x, positions))
         cos, sin = self.tables(positions)
-        x = self.embedding(at_positions(ids, positions))
+        x = self.embedding(span_tokens(ids, positions, cache))
         for layer, layer_cache in zip(self.layers, cache):
             x = layer(x, cos, sin, layer_cache, positions, attn_mask)
         return self.output(x)

@@ -96,41 +96,64 @@ def write_at(cached: torch.Tensor, positions: torch.Tensor, fresh: torch.Tensor)
 
 @dataclass
 class CacheRows:
-    """One layer's caches of several passes sharing a forward (infill.models.batching), in the
-    batch's order: pass i has `sizes[i]` rows, its own LayerCache `caches[i]`, and its positions
-    `where[i]` (P,) (the same for all its rows and all layers), of which its own are the first
-    `counts[i]` (the rest repeat the last: a batch's passes are padded to its most positions).
-    Each pass's queries attend to its own cache, and its fresh keys and values are written into
-    it: nothing is copied."""
+    """One layer's caches of several span passes sharing a forward, packed (infill.models.batching):
+    the forward has one row, and in it every pass's query positions one after another, none
+    padded. Pass i has `sizes[i]` canvas rows, its own LayerCache `caches[i]` and its positions
+    `where[i]` (P,) (the same for all its rows and all layers): its sizes[i] * P tokens, row by
+    row, are the next ones of the forward's row. Each pass's queries attend to its own cache, and
+    its fresh keys and values are written into it: nothing is copied."""
 
     caches: list[LayerCache]
     sizes: list[int]
     where: list[torch.Tensor]
-    counts: list[int]
+
+
+def span_tokens(ids: torch.Tensor, positions: torch.Tensor, cache: list) -> torch.Tensor:
+    """The tokens a span pass computes: `ids` at `positions`; in a packed forward (its caches
+    CacheRows), `ids` (1, N) are those tokens already, every pass's side by side."""
+    return ids if cache and isinstance(cache[0], CacheRows) else at_positions(ids, positions)
+
+
+def canvas_length(ids: torch.Tensor, cache: list) -> int:
+    """The canvas length of a pass's `ids`; of a packed forward's (`span_tokens`), the longest
+    canvas its passes' caches hold."""
+    if cache and isinstance(cache[0], CacheRows):
+        return max(own.keys.shape[2] for own in cache[0].caches)
+    return ids.shape[1]
 
 
 def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tensor, attn_mask, attend):
     """A span pass's attention: the fresh keys k and values v (B, H, P, D) of `positions` go into
     `cache`, and the queries q (B, H', P, D) attend over the cache's whole canvas with `attend`
-    (q, keys, values, mask) -> (B, H', P, D). A CacheRows cache: each pass's rows with its own
-    cache (no padded keys, so no mask), in as few operations as each pass allows: on a GPU a span
-    pass is bound by launching them (docs/serving.md, "Measured")."""
+    (q, keys, values, mask) -> (B, H', P, D). A CacheRows cache (q, k, v (1, H, N, D): several
+    passes' tokens packed): each pass's queries with its own cache, as its own call attends them."""
     if isinstance(cache, CacheRows):
-        out = []
-        sizes = cache.sizes
-        parts = zip(q.split(sizes), k.split(sizes), v.split(sizes), cache.caches, cache.where, cache.counts)
-        for own_q, own_k, own_v, own, where, count in parts:
+        out, start = [], 0
+        for own, rows, where in zip(cache.caches, cache.sizes, cache.where):
+            end = start + rows * len(where)
+            own_q, own_k, own_v = (unpacked(t[:, :, start:end], rows) for t in (q, k, v))
             write_at(own.keys, where, own_k)
             write_at(own.values, where, own_v)
-            if count == len(where):
-                out.append(attend(own_q, own.keys, own.values, None))
-            else:  # its own queries, as its own call attends them; a padded one repeats the last
-                y = attend(own_q[:, :, :count], own.keys, own.values, None)
-                out.append(torch.cat([y, y[:, :, -1:].expand(-1, -1, len(where) - count, -1)], 2))
-        return torch.cat(out)
+            out.append(packed(attend(own_q, own.keys, own.values, None)))
+            start = end
+        return torch.cat(out, 2)
     write_at(cache.keys, positions, k)
     write_at(cache.values, positions, v)
     return attend(q, cache.keys, cache.values, attn_mask)
+
+
+def unpacked(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """A pass's tokens of a packed forward (1, H, rows * P, D) as its own call has them: (rows, H, P, D)."""
+    if rows == 1:
+        return t
+    _, heads, tokens, size = t.shape
+    return t.reshape(heads, rows, tokens // rows, size).transpose(0, 1)
+
+
+def packed(y: torch.Tensor) -> torch.Tensor:
+    """(rows, H, P, D) -> (1, H, rows * P, D), row after row: `unpacked` undone."""
+    rows, heads, tokens, size = y.shape
+    return y if rows == 1 else y.transpose(0, 1).reshape(1, heads, rows * tokens, size)
 
 
 def attention(q, k, v, attn_mask: torch.Tensor | None) -> torch.Tensor:
@@ -276,8 +299,9 @@ class InfillModel(PreTrainedModel):
         never attended), `positions` (B, P) each row's own."""
         head_dim = self.config.hidden_size // self.config.num_heads
         cos, sin = rotary_tables(
-            input_ids.shape[1], head_dim, self.config.rope_theta, input_ids.device, self.embed.weight.dtype
-        )
+            canvas_length(input_ids, cache), head_dim, self.config.rope_theta, input_ids.device,
+            self.embed.weight.dtype,
+        )  # fmt: skip
         attn_mask = key_padding(key_mask)
         if refresh:
             x = self.embed(input_ids)
@@ -285,7 +309,7 @@ class InfillModel(PreTrainedModel):
                 x = block(x, cos, sin, attn_mask, layer)
             x = at_positions(x, positions)
         else:
-            x = self.embed(at_positions(input_ids, positions))
+            x = self.embed(span_tokens(input_ids, positions, cache))
             cos, sin = cos[positions], sin[positions]
             if positions.dim() == 2:  # (B, P, D/2) -> (B, 1, P, D/2): each row its positions' angles
                 cos, sin = cos[:, None], sin[:, None]
