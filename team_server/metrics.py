@@ -20,14 +20,19 @@ forward passes, the rows they carried and how many requests shared them.
     infill_requests_ended_total{how}                counter: finished, cancelled, failed (the driver's)
     process_resident_memory_bytes                   gauge: the replica process's resident memory
                                                     (Prometheus' standard name; Linux's /proc)
+    infill_replica_info{replica}                    gauge, 1: which replica answered (host:process)
 
-Each replica counts its own (a scraper asks each replica, or Ray's metrics export is used); no
-counter holds text of a request, only its endpoint, status and time.
+Each replica counts its own and a read of /metrics reaches one of them (a scraper asks each
+replica, or Ray's metrics export is used; `infill-bench serve` reads until it has seen them all
+and adds them up, by `infill_replica_info`); no counter holds text of a request, only its
+endpoint, status and time.
 """
 
 from __future__ import annotations
 
 import bisect
+import os
+import socket
 import threading
 from collections import Counter, defaultdict
 from typing import Any
@@ -42,6 +47,7 @@ class Metrics:
         self._requests: Counter[tuple[str, int]] = Counter()
         self._latency: dict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
         self._latency_sum: Counter[str] = Counter()
+        self.replica = f"{socket.gethostname()}:{os.getpid()}"  # which replica counts these
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -86,6 +92,8 @@ class Metrics:
         if resident is not None:
             metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
                    [("", resident)])  # fmt: skip
+        metric("infill_replica_info", "gauge", "The replica that answered: its host and process.",
+               [(f'{{replica="{self.replica}"}}', 1)])  # fmt: skip
         return "\n".join(lines) + "\n"
 
 

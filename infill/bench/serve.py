@@ -13,8 +13,9 @@ so a server that keeps each client's context (`--kept-contexts`) keeps n of them
 runs for `--seconds` after one warm-up fill; for each it prints the fills answered per second,
 latency percentiles (p50, p95, p99), the rows each forward pass carried, the share of passes
 shared by several requests and the model's forward time per fill (the server's /metrics, before
-and after the level), failed requests, and the replica's resident memory (/metrics
-`process_resident_memory_bytes`), and each level's throughput and p50 against one client's.
+and after the level, every replica's added up), failed requests, and the server's resident
+memory (/metrics `process_resident_memory_bytes`, all replicas'), and each level's throughput
+and p50 against one client's.
 `--soak` then runs `--soak-clients` clients for that many seconds and samples the memory every
 few seconds: its value after the first minute and at the end, and the failures.
 
@@ -55,6 +56,8 @@ from infill.bench.tasks import code_lines, heldout_sources
 START_SECONDS = 180  # for `infill serve` to answer /health (a local Ray starts first)
 MEMORY_EVERY = 5.0  # seconds between the soak's memory samples
 MIN_LINES = 200
+QUIET_READS = 8  # /metrics reads in a row that find no replica not seen yet: all have been seen
+MOST_READS = 64
 
 
 @dataclass
@@ -74,7 +77,7 @@ class Level:
     #   batching saves shows here (on a device that a forward of one canvas leaves mostly idle, a
     #   forward of several costs about as much, and this falls with the clients)
     shared: float  # share of the level's passes that carried several requests
-    memory_mib: float | None  # the replica's resident memory at the level's end
+    memory_mib: float | None  # the server's resident memory at the level's end (all its replicas')
     errors: list[str] = field(default_factory=list)  # the first few failures' statuses and words
     # Where the forward time went, by kind of pass (full, refresh, span): forwards, rows per
     # forward and forward ms per fill answered; and the share of the driver's takes that left
@@ -177,16 +180,43 @@ class HttpTarget:
         return None if reply.status_code == 200 else f"{reply.status_code}: {reply.text[:200]}"
 
     def metrics(self) -> dict[str, float]:
-        """The server's /metrics as {"name{labels}": value}; {} if it does not answer them."""
-        reply = self.client().get("/metrics")
-        if reply.status_code != 200:
-            return {}
-        values = {}
-        for line in reply.text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                values[name] = float(value)
-        return values
+        """The server's /metrics as {"name{labels}": value}, every replica's added up ({} if it
+        does not answer them): each replica counts its own and a read reaches one of them, so
+        /metrics is read until QUIET_READS reads in a row found no replica not seen yet."""
+        seen: dict[str, dict[str, float]] = {}
+        quiet = 0
+        for _ in range(MOST_READS):
+            reply = self.client().get("/metrics")
+            if reply.status_code != 200:
+                break
+            values = parse_metrics(reply.text)
+            replica = next((name for name in values if name.startswith("infill_replica_info")), "")
+            quiet = quiet + 1 if replica in seen else 0
+            seen[replica] = values
+            if quiet >= QUIET_READS:
+                break
+        return added_up(list(seen.values()))
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {"name{labels}": value}."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def added_up(replicas: list[dict[str, float]]) -> dict[str, float]:
+    """Several replicas' /metrics as one server's: each value the sum of theirs (the counters'
+    totals, the resident memory of all; the replica labels are left out)."""
+    total: dict[str, float] = {}
+    for values in replicas:
+        for name, value in values.items():
+            if not name.startswith("infill_replica_info"):
+                total[name] = total.get(name, 0.0) + value
+    return total
 
 
 class DriverTarget:
@@ -483,7 +513,7 @@ def plot(result: dict, path: Path) -> None:
         axis.plot([t for t, _ in soak["memory"]], [m for _, m in soak["memory"]], ".-")
         axis.set_ylim(bottom=0)
         axis.set_xlabel("seconds")
-        axis.set_ylabel("replica resident memory (MiB)")
+        axis.set_ylabel("server resident memory (MiB)")
         axis.set_title(f"soak: {soak['clients']} clients, {soak['fills']} fills, {soak['failed']} failed")
     figure.tight_layout()
     figure.savefig(path, dpi=100)

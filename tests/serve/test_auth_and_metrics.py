@@ -115,6 +115,10 @@ def test_metrics_text_counts_requests_latency_and_the_drivers_passes():
     assert values["infill_forward_early_takes_total"] == 4
     assert values["infill_request_gaps_total"] == 6 and values["infill_request_gap_seconds_total"] == 0.25
     assert values["infill_queue_length"] == 2 and values['infill_requests_ended_total{how="cancelled"}'] == 1
+    import os
+    import socket
+
+    assert values[f'infill_replica_info{{replica="{socket.gethostname()}:{os.getpid()}"}}'] == 1
     import resource  # the process's own resident memory: within its peak, and more than a few MiB
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

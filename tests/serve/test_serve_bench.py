@@ -116,3 +116,28 @@ def test_the_unmasking_flags_reach_every_fill_in_process_and_over_http(url):
     assert bench.HttpTarget(url, HEADERS, {"blockLength": 4, "blockPasses": True}).ask(body) is None
     refused = bench.HttpTarget(url, HEADERS, {"blockLength": "four"}).ask(body)
     assert refused is not None and refused.startswith("400")  # so the options did reach the server
+
+
+def test_the_metrics_of_a_server_of_two_replicas_are_added_up(monkeypatch):
+    """Each replica counts its own and a read of /metrics reaches one of them (a network double
+    here: two replicas' texts, answered in turn as a router might): the bench reads until it has
+    seen both and adds them up, so a level's counters are the server's, not one replica's."""
+    import httpx
+
+    from team_server.metrics import Metrics
+
+    texts = []
+    for rows, replica in ((10, "a:1"), (30, "b:2")):
+        metrics = Metrics()
+        metrics.replica = replica
+        metrics.observe("/v1/infill", 200, 0.1)
+        texts.append(metrics.render() + f"infill_forward_rows_total {rows}\n")
+    answers = iter([0, 0, 0, 1] + [0, 1] * 20)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=texts[next(answers)]))
+    target = bench.HttpTarget("http://server", {})
+    target.local.client = httpx.Client(base_url="http://server", transport=transport)
+    values = target.metrics()
+    assert values["infill_forward_rows_total"] == 40
+    assert values[ANSWERED] == 2
+    assert not any(name.startswith("infill_replica_info") for name in values)
+    assert bench.added_up([values]) == values
