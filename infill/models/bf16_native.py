@@ -83,9 +83,13 @@ class Bf16Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not takes(x, self.weight):
             return F.linear(x, self.weight, self.bias)
-        if self.weight._version != self.packed_version:  # changed in place since it was packed
+        return linear(x, self.packed_weight(), self.out_features, self.bias)
+
+    def packed_weight(self) -> torch.Tensor:
+        """The weight as the kernel reads it, packed again if it changed in place since."""
+        if self.weight._version != self.packed_version:
             self.packed, self.packed_version = pack(self.weight), self.weight._version
-        return linear(x, self.packed, self.out_features, self.bias)
+        return self.packed
 
 
 def takes(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -93,6 +97,11 @@ def takes(x: torch.Tensor, weight: torch.Tensor) -> bool:
     library built."""
     bfloat16 = x.dtype == weight.dtype == torch.bfloat16
     return bfloat16 and inference_on_cpu(x, weight) and available()
+
+
+def kernel_address() -> int:
+    """Where `infill_bf16_linear` is, for C code that calls it (layer_ops.c's span layer)."""
+    return ctypes.cast(build().library.infill_bf16_linear, ctypes.c_void_p).value
 
 
 def available() -> bool:

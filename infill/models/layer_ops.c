@@ -347,3 +347,73 @@ void infill_swiglu(const void *x, int64_t rows, int64_t n, void *out, int bf16, 
         }
     }
 }
+
+/* One layer of the shipped family's span pass in bfloat16, in one call: what Block.forward does
+   for its T query tokens with this file's operations and infill's bfloat16 product (`linear`:
+   bf16_native.c's infill_bf16_linear, handed over as a pointer), in the same order, so the same
+   numbers bit for bit; one call instead of some forty of PyTorch's and ours from Python.
+
+   x (T x E) is the layer's input, replaced by its output. The tokens are `segments` runs one after
+   another: run s has rows[s] canvas rows of counts[s] positions positions[s] each (row by row),
+   and its own cache, keys[s] and values[s] (rows[s] x H x lengths[s] x Dh, contiguous), into which
+   its fresh keys and values are written before its queries attend over it. cos and sin (T x Dh/2):
+   each token's angles. Weights packed for `linear` (qkv: 3E outputs, out: E, gate_up: 2 inner,
+   down: E), no biases. 0 done; else the attention's code (nothing is left half written but x). */
+typedef void (*bf16_linear_fn)(const uint16_t *, int64_t, int64_t, const uint16_t *, int64_t, const float *,
+                               uint16_t *, int);
+
+int infill_span_block_bf16(uint16_t *x, int64_t T, int64_t E, int64_t H, const uint16_t *cos,
+                           const uint16_t *sin, const uint16_t *norm1, float eps1, const uint16_t *norm2,
+                           float eps2, bf16_linear_fn linear, const uint16_t *w_qkv, const uint16_t *w_out,
+                           const uint16_t *w_gate_up, const uint16_t *w_down, int64_t inner, int64_t segments,
+                           const int64_t *rows, const int64_t *counts, const int64_t *lengths,
+                           uint16_t *const *keys, uint16_t *const *values, const int64_t *const *positions,
+                           float scale, int threads) {
+    const int64_t Dh = E / H;
+    int64_t most = 1; /* the most positions of a run: the attention's scratch */
+    for (int64_t s = 0; s < segments; s++) most = counts[s] > most ? counts[s] : most;
+    const int64_t sizes[] = {T * E, T * 3 * E, H * most * Dh, H * most * Dh, T * E, T * E,
+                             T * E, T * 2 * inner, T * inner, T * E};
+    int64_t total = 0;
+    for (int i = 0; i < 10; i++) total += sizes[i];
+    uint16_t *memory = malloc(sizeof(uint16_t) * (size_t)total);
+    if (!memory) return 2;
+    uint16_t *h = memory, *qkv = h + sizes[0], *q = qkv + sizes[1], *att = q + sizes[2], *y = att + sizes[3];
+    uint16_t *o = y + sizes[4], *normed = o + sizes[5], *gu = normed + sizes[6], *g = gu + sizes[7];
+    uint16_t *m = g + sizes[8];
+
+    infill_rms_norm_bf16(x, norm1, T, E, eps1, h, threads);
+    linear(h, T, E, w_qkv, 3 * E, NULL, qkv, threads);
+    infill_rotate_halves_bf16(qkv, T, 3 * H, 2 * H, Dh, cos, sin, T);
+    int failed = 0;
+    int64_t t0 = 0; /* the run's first token */
+    for (int64_t s = 0; s < segments && !failed; s++) {
+        const int64_t P = counts[s], S = lengths[s];
+        for (int64_t r = 0; r < rows[s] && !failed; r++) {
+            uint16_t *k = keys[s] + r * H * S * Dh, *v = values[s] + r * H * S * Dh;
+            for (int64_t p = 0; p < P; p++) {
+                const uint16_t *token = qkv + (t0 + r * P + p) * 3 * E;
+                for (int64_t head = 0; head < H; head++) {
+                    memcpy(q + (head * P + p) * Dh, token + head * Dh, sizeof(uint16_t) * Dh);
+                    memcpy(k + (head * S + positions[s][p]) * Dh, token + E + head * Dh, sizeof(uint16_t) * Dh);
+                    memcpy(v + (head * S + positions[s][p]) * Dh, token + 2 * E + head * Dh, sizeof(uint16_t) * Dh);
+                }
+            }
+            failed = infill_attend(q, H, P, k, v, S, Dh, scale, att, 1, threads);
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t head = 0; head < H; head++)
+                    memcpy(y + (t0 + r * P + p) * E + head * Dh, att + (head * P + p) * Dh, sizeof(uint16_t) * Dh);
+        }
+        t0 += rows[s] * P;
+    }
+    if (!failed) {
+        linear(y, T, E, w_out, E, NULL, o, threads);
+        infill_add_rms_norm_bf16(x, o, norm2, T, E, eps2, h, normed, threads); /* h: the residual sum */
+        linear(normed, T, E, w_gate_up, 2 * inner, NULL, gu, threads);
+        infill_swiglu(gu, T, inner, g, 1, threads);
+        linear(g, T, inner, w_down, E, NULL, m, threads);
+        for (int64_t i = 0; i < T * E; i++) x[i] = to_bf16(from_bf16(h[i]) + from_bf16(m[i]));
+    }
+    free(memory);
+    return failed;
+}

@@ -2,7 +2,8 @@
 by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, and the attention of a
 span pass (a few queries, no mask) over the cache, in float32 or bfloat16 (computed in float32);
 the rotary positions in place, in float32, and in bfloat16 for the shipped family; the MLP's
-silu(gate) * up.
+silu(gate) * up; and for the shipped family as served (bfloat16, infill's product) a whole layer
+of a span pass in one call, made of these (`span_block_`, from infill.models.native.model).
 
 infill.models.decoder and the shipped family's model call these where `applies` says so, else
 PyTorch's operations: on a GPU, in other dtypes, where the library cannot be built, or with
@@ -58,6 +59,12 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
         pointer, size, size, pointer, pointer, size, size, number, pointer, integer, integer
     ]  # fmt: skip
     library.infill_attend.restype = integer
+    library.infill_span_block_bf16.argtypes = [
+        pointer, size, size, size, pointer, pointer, pointer, number, pointer, number, pointer, pointer,
+        pointer, pointer, pointer, size, size, pointer, pointer, pointer, pointer, pointer, pointer, number,
+        integer,
+    ]  # fmt: skip
+    library.infill_span_block_bf16.restype = integer
     return library
 
 
@@ -185,3 +192,28 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
         int(q.dtype == torch.bfloat16), torch.get_num_threads(),
     )  # fmt: skip
     return None if failed else out.view(B, H, L, D)
+
+
+def span_block_(x: torch.Tensor, norms: tuple, weights: tuple, heads: int, cos: torch.Tensor,
+                sin: torch.Tensor, runs: list, linear_at: int, scale: float) -> None:  # fmt: skip
+    """One layer of the shipped family's span pass in one call (layer_ops.c,
+    `infill_span_block_bf16`), x (T, E) bfloat16 contiguous replaced by its output. `norms`:
+    (weight, eps) of the two norms; `weights`: the packed qkv, out, gate/up and down products and
+    the MLP's inner size; `runs`: (rows, positions (P,), keys, values) of each pass, its tokens
+    the next rows * P of x, its cache's keys and values contiguous (rows, heads, S, D) bfloat16;
+    cos, sin (T, D/2): each token's angles; `linear_at`: the bfloat16 product's address."""
+    (norm1, eps1), (norm2, eps2) = norms
+    qkv, out, gate_up, down, inner = weights
+    count = len(runs)
+    longs, pointers = ctypes.c_int64 * count, ctypes.c_void_p * count
+    failed = build().library.infill_span_block_bf16(
+        x.data_ptr(), x.shape[0], x.shape[1], heads, cos.data_ptr(), sin.data_ptr(), norm1.data_ptr(), eps1,
+        norm2.data_ptr(), eps2, linear_at, qkv.data_ptr(), out.data_ptr(), gate_up.data_ptr(),
+        down.data_ptr(), inner, count, longs(*(rows for rows, _, _, _ in runs)),
+        longs(*(len(where) for _, where, _, _ in runs)), longs(*(keys.shape[2] for _, _, keys, _ in runs)),
+        pointers(*(keys.data_ptr() for _, _, keys, _ in runs)),
+        pointers(*(values.data_ptr() for _, _, _, values in runs)),
+        pointers(*(where.data_ptr() for _, where, _, _ in runs)), scale, torch.get_num_threads(),
+    )  # fmt: skip
+    if failed:
+        raise MemoryError("the span layer's C call found no memory for its scratch")

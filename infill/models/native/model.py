@@ -20,6 +20,7 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import MaskedLMOutput
 
+import infill.models.bf16_native as bf16_native
 import infill.models.layer_ops as layer_ops
 
 
@@ -238,6 +239,74 @@ def epsilon(norm: nn.RMSNorm, x: torch.Tensor) -> float:
     return torch.finfo(x.dtype).eps if norm.eps is None else norm.eps
 
 
+def fused_span_layers(model: InfillModel, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                      cache: list, positions: torch.Tensor) -> torch.Tensor | None:  # fmt: skip
+    """x (B, P, E), a span pass's query tokens, through every layer, each layer in one C call
+    (layer_ops.span_block_: what the block's modules compute, with the same C operations and
+    bfloat16 product in the same order, so the same numbers); None where that call does not serve
+    the pass (not bfloat16 on the CPU, products not infill's, more positions than its attention
+    takes, ...): the blocks then run as modules. One call instead of some forty from Python a
+    layer: a span pass of the shipped model was mostly their overhead."""
+    runs = span_runs(x, cache, positions)
+    if runs is None or x.dtype != torch.bfloat16 or cos.dtype != torch.bfloat16:
+        return None
+    heads, head_dim = model.config.num_heads, model.config.hidden_size // model.config.num_heads
+    most = max(len(where) for _, where, _ in runs)
+    if head_dim % 16 or head_dim > 256 or not layer_ops.applies(x, bfloat16=True):
+        return None
+    if not bf16_native.available() or most > layer_ops.most_queries():
+        return None
+    layers = [fused_layer(block, x) for block in model.blocks]
+    if any(layer is None for layer in layers):
+        return None
+    B, P, E = x.shape
+    flat = x.reshape(B * P, E).contiguous()
+    cos, sin = (t.reshape(-1, t.shape[-1]) for t in (cos, sin))
+    if cos.shape[0] != len(flat):  # one table row a position, the same for every canvas row
+        cos, sin = cos.repeat(B, 1), sin.repeat(B, 1)
+    cos, sin = cos.contiguous(), sin.contiguous()
+    scale, linear_at = head_dim**-0.5, bf16_native.kernel_address()
+    for index, (norms, weights) in enumerate(layers):
+        own = [(rows, where, *contiguous(caches[index])) for rows, where, caches in runs]
+        layer_ops.span_block_(flat, norms, weights, heads, cos, sin, own, linear_at, scale)
+    return flat.view(B, P, E)
+
+
+def fused_layer(block: Block, x: torch.Tensor) -> tuple | None:
+    """A block's norms (weight, eps) and packed products as `layer_ops.span_block_` takes them;
+    None unless every product is infill's bfloat16 kernel without a bias, the norms bfloat16."""
+    attn, mlp, norm1, norm2 = block.attn, block.mlp, block.norm1, block.norm2
+    products = (attn.qkv, attn.out, mlp.gate_up, mlp.down)
+    if not all(type(p) is bf16_native.Bf16Linear and p.bias is None for p in products):
+        return None
+    if norm1.weight.dtype != torch.bfloat16 or norm2.weight.dtype != torch.bfloat16:
+        return None
+    norms = ((norm1.weight, epsilon(norm1, x)), (norm2.weight, epsilon(norm2, x)))
+    return norms, (*(p.packed_weight() for p in products), products[3].in_features)
+
+
+def span_runs(x: torch.Tensor, cache: list, positions: torch.Tensor) -> list | None:
+    """(canvas rows, positions (P,), every layer's cache) of each pass whose tokens x holds, in
+    order: a packed forward's passes (CacheRows), or one pass; None for positions row by row."""
+    if isinstance(cache[0], CacheRows):
+        first = cache[0]
+        return [(rows, where.long().contiguous(), [layer.caches[s] for layer in cache])
+                for s, (rows, where) in enumerate(zip(first.sizes, first.where))]  # fmt: skip
+    if positions.dim() != 1:
+        return None
+    return [(x.shape[0], positions.long().contiguous(), list(cache))]
+
+
+def contiguous(own: LayerCache) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer cache's keys and values, made contiguous in place where they were not (a full
+    pass leaves views of its products), so that C writes into them."""
+    if not own.keys.is_contiguous():
+        own.keys = own.keys.contiguous()
+    if not own.values.is_contiguous():
+        own.values = own.values.contiguous()
+    return own.keys, own.values
+
+
 class InfillModel(PreTrainedModel):
     """Bidirectional transformer denoiser: ids (B, L) -> logits (B, L, vocab)."""
 
@@ -311,6 +380,9 @@ class InfillModel(PreTrainedModel):
         else:
             x = self.embed(span_tokens(input_ids, positions, cache))
             cos, sin = cos[positions], sin[positions]
+            fused = fused_span_layers(self, x, cos, sin, cache, positions)
+            if fused is not None:
+                return self.lm_head(self.norm(fused))
             if positions.dim() == 2:  # (B, P, D/2) -> (B, 1, P, D/2): each row its positions' angles
                 cos, sin = cos[:, None], sin[:, None]
             for block, layer in zip(self.blocks, cache):

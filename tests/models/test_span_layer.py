@@ -1,0 +1,116 @@
+"""The shipped family's span pass with each layer in one C call (infill.models.native.model,
+`fused_span_layers`, layer_ops.c's `infill_span_block_bf16`): as served on a CPU (bfloat16,
+infill's product) it gives the logits and leaves the cache that the blocks' modules give and
+leave, bit for bit, for one canvas and several, for a pass alone and for passes packed in one
+forward; where it does not serve a pass (more positions a head than its attention takes) the
+modules run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from external import require_built
+
+import infill.models.bf16_native as bf16_native
+import infill.models.native.model as native
+from infill.models import layer_ops, load
+from infill.models.base import Pass
+from infill.models.native.model import LayerCache
+
+CPU_REASONS = (bf16_native.NO_INSTRUCTIONS, "built for Linux on x86-64 only")
+
+
+@pytest.fixture(scope="module")
+def served():
+    """The shipped model as `infill serve` and the language server load it on this CPU."""
+    require_built(bf16_native.build, "infill's bfloat16 kernel", CPU_REASONS)
+    require_built(layer_ops.build, "infill's layer operations", ("built for Linux on x86-64 only",))
+    denoiser = load(None, "cpu")
+    assert denoiser.model.embed.weight.dtype == torch.bfloat16
+    return denoiser
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """How many span passes ran their layers in C (each call's answer: None where it did not)."""
+    answers, fused = [], native.fused_span_layers
+
+    def counted(*args):
+        answers.append(fused(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(native, "fused_span_layers", counted)
+    return answers
+
+
+def modules_only(monkeypatch) -> None:
+    monkeypatch.setattr(native, "fused_span_layers", lambda *args: None)
+
+
+def canvas(denoiser, rows: int, seed: int) -> torch.Tensor:
+    return torch.randint(10, 8000, (1, 300), generator=torch.Generator().manual_seed(seed)).repeat(rows, 1)
+
+
+def refreshed(denoiser, ids: torch.Tensor, positions: torch.Tensor) -> list:
+    cache = denoiser.new_cache()
+    denoiser.cached_logits(ids, positions, cache, refresh=True)
+    return cache
+
+
+def copied(cache: list) -> list:
+    return [LayerCache(layer.keys.clone(), layer.values.clone()) for layer in cache]
+
+
+def assert_same_cache(ours: list, theirs: list) -> None:
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+@pytest.mark.parametrize(
+    "rows,positions", [(1, [150]), (1, [40, 41, 42, 43]), (2, [3, 9, 10, 11, 200, 201, 202, 299])]
+)
+def test_a_span_pass_with_its_layers_in_c_is_the_modules_pass_bit_for_bit(
+    served, monkeypatch, fused_calls, rows, positions
+):
+    positions = torch.tensor(positions)
+    ids = canvas(served, rows, seed=rows)
+    ours = refreshed(served, ids, positions)
+    theirs = copied(ours)
+    ids[:, positions[::2]] = 77  # some of the span committed since the refresh
+    if rows == 2:
+        ids[1, positions[1::2]] = 78  # the second canvas other tokens there
+    got = served.cached_logits(ids, positions, ours, refresh=False)
+    assert len(fused_calls) == 1 and fused_calls[0] is not None  # its layers ran in C
+    modules_only(monkeypatch)
+    want = served.cached_logits(ids, positions, theirs, refresh=False)
+    assert torch.equal(got, want)
+    assert_same_cache(ours, theirs)
+
+
+def test_passes_packed_in_one_forward_run_their_layers_in_c_as_the_modules_do(
+    served, monkeypatch, fused_calls
+):
+    spans = [torch.tensor([20, 21]), torch.tensor([100, 101, 102, 103, 104]), torch.tensor([7])]
+    canvases = [canvas(served, rows, seed) for rows, seed in ((1, 4), (2, 5), (1, 6))]
+    ours = [refreshed(served, ids, where) for ids, where in zip(canvases, spans)]
+    theirs = [copied(cache) for cache in ours]
+    for ids, where in zip(canvases, spans):
+        ids[:, where] = 91
+    got = served.run_passes(
+        [Pass(ids, where, cache, False) for ids, where, cache in zip(canvases, spans, ours)]
+    )
+    assert [answer is not None for answer in fused_calls] == [True]  # one forward, in C
+    modules_only(monkeypatch)
+    want = served.run_passes([Pass(ids, where, c, False) for ids, where, c in zip(canvases, spans, theirs)])
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(ours, theirs, strict=True):
+        assert_same_cache(a, b)
+
+
+def test_more_positions_a_head_than_the_c_attention_takes_run_as_modules(served, fused_calls):
+    positions = torch.arange(10, 11 + layer_ops.most_queries())
+    ids = canvas(served, 1, seed=9)
+    cache = refreshed(served, ids, positions)
+    out = served.cached_logits(ids, positions, cache, refresh=False)
+    assert fused_calls == [None] and out.shape == (1, len(positions), served.model.config.vocab_size)
