@@ -183,29 +183,21 @@ class HttpTarget:
         """The server's /metrics as {"name{labels}": value}, every replica's added up ({} if it
         does not answer them): each replica counts its own and a read reaches one of them, so
         /metrics is read until QUIET_READS reads in a row found no replica not seen yet."""
+        from team_server.metrics import parse
+
         seen: dict[str, dict[str, float]] = {}
         quiet = 0
         for _ in range(MOST_READS):
             reply = self.client().get("/metrics")
             if reply.status_code != 200:
                 break
-            values = parse_metrics(reply.text)
+            values = parse(reply.text)
             replica = next((name for name in values if name.startswith("infill_replica_info")), "")
             quiet = quiet + 1 if replica in seen else 0
             seen[replica] = values
             if quiet >= QUIET_READS:
                 break
         return added_up(list(seen.values()))
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {"name{labels}": value}."""
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            values[name] = float(value)
-    return values
 
 
 def added_up(replicas: list[dict[str, float]]) -> dict[str, float]:
