@@ -250,6 +250,8 @@ def fused_span_layers(model: InfillModel, x: torch.Tensor, cos: torch.Tensor, si
     runs = span_runs(x, cache, positions)
     if runs is None or x.dtype != torch.bfloat16 or cos.dtype != torch.bfloat16:
         return None
+    if any(caches[0].keys is None or caches[0].keys.dtype != torch.bfloat16 for _, _, caches in runs):
+        return None
     heads, head_dim = model.config.num_heads, model.config.hidden_size // model.config.num_heads
     most = max(len(where) for _, where, _ in runs)
     if head_dim % 16 or head_dim > 256 or not layer_ops.applies(x, bfloat16=True):
