@@ -49,7 +49,8 @@ from infill.models.native.model import CacheRows, at_positions
 FullForward = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 """(ids (R, W), key_mask (R, W) or None) -> logits (R, W, vocab)."""
 ForwardAt = Callable[..., torch.Tensor]
-"""(ids (R, W), positions (R, P), cache, refresh, key_mask) -> logits (R, P, vocab)."""
+"""(ids (R, W), positions (R, P), cache, refresh, key_mask) -> logits (R, P, vocab); for packed
+span passes (CacheRows caches) ids (1, N) are the tokens themselves and positions (1, N) theirs."""
 
 
 @dataclass(frozen=True)
