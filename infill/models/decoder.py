@@ -37,13 +37,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import infill.models.int4_native as int4_native
 import infill.models.layer_ops as layer_ops
 from infill.models.native.model import (
     CacheRows,
     LayerCache,
     at_positions,
     attend_cached,
+    contiguous,
     key_padding,
+    span_runs,
     span_tokens,
 )
 
@@ -230,6 +233,58 @@ class Layer(nn.Module):
         return x + self.mlp(normed)
 
 
+def fused_span_layers(network: Decoder, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                      cache: list, positions: torch.Tensor) -> torch.Tensor | None:  # fmt: skip
+    """x (B, P, hidden), a span pass's query tokens, through every layer, each layer in one C
+    call (layer_ops.span_layer_int4_: what the layer's modules compute, with the same C operations
+    and 4-bit product in the same order, so the same numbers); None where that call does not
+    serve the pass (not float32 on the CPU, products not infill's 4-bit kernel, more queries a
+    key/value head than its attention takes, ...): the layers then run as modules."""
+    runs = span_runs(x, cache, positions)
+    if runs is None or x.dtype != torch.float32 or cos.dtype != torch.float32:
+        return None
+    if any(caches[0].keys is None or caches[0].keys.dtype != torch.float32 for _, _, caches in runs):
+        return None
+    c = network.config
+    group = c.num_heads // c.num_kv_heads
+    most = max(len(where) for _, where, _ in runs)
+    if c.head_dim % 16 or c.head_dim > 256 or not layer_ops.applies(x, cos):
+        return None
+    if not int4_native.available() or group * most > layer_ops.most_queries():
+        return None
+    layers = [fused_layer(layer) for layer in network.layers]
+    if any(layer is None for layer in layers):
+        return None
+    B, P, E = x.shape
+    flat = x.reshape(B * P, E).contiguous()
+    cos, sin = (t.reshape(-1, t.shape[-1]) for t in (cos, sin))
+    if cos.shape[0] != len(flat):  # one table row a position, the same for every canvas row
+        cos, sin = cos.repeat(B, 1), sin.repeat(B, 1)
+    cos, sin = cos.contiguous(), sin.contiguous()
+    heads, scale, int4_at = (c.num_heads, c.num_kv_heads), c.head_dim**-0.5, int4_native.kernel_address()
+    for index, (norms, products, bias) in enumerate(layers):
+        own = [(rows, where, *contiguous(caches[index])) for rows, where, caches in runs]
+        layer_ops.span_layer_int4_(flat, norms, products, bias, heads, cos, sin, own, int4_at, scale)
+    return flat.view(B, P, E)
+
+
+def fused_layer(layer: Layer) -> tuple | None:
+    """A layer's norms (weight, eps), its four 4-bit products and the qkv product's bias as
+    `layer_ops.span_layer_int4_` takes them; None unless every product is infill's 4-bit kernel
+    (only qkv with a bias), the norms float32."""
+    attn, mlp = layer.attn, layer.mlp
+    products = (attn.qkv, attn.o, mlp.gate_up, mlp.down)
+    if not all(type(p) is int4_native.NativeInt4Linear for p in products):
+        return None
+    if any(p.bias is not None for p in products[1:]):
+        return None
+    norms = (layer.attn_norm, layer.mlp_norm)
+    if any(norm.weight.dtype != torch.float32 for norm in norms):
+        return None
+    bias = attn.qkv.bias
+    return tuple((norm.weight, norm.eps) for norm in norms), products, None if bias is None else bias.float()
+
+
 class Decoder(nn.Module):
     """ids (B, L) -> logits (B, L, vocab), every position attending to every other."""
 
@@ -296,6 +351,9 @@ class Decoder(nn.Module):
             return self.output(at_positions(x, positions))
         cos, sin = self.tables(positions)
         x = self.embedding(span_tokens(ids, positions, cache))
+        fused = fused_span_layers(self, x, cos, sin, cache, positions)
+        if fused is not None:
+            return self.output(fused)
         for layer, layer_cache in zip(self.layers, cache):
             x = layer(x, cos, sin, layer_cache, positions, attn_mask)
         return self.output(x)

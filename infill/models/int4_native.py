@@ -56,6 +56,11 @@ def available() -> bool:
     return build().library is not None
 
 
+def kernel_address() -> int:
+    """Where `infill_int4_linear` is, for C code that calls it (layer_ops.c's span layer)."""
+    return ctypes.cast(build().library.infill_int4_linear, ctypes.c_void_p).value
+
+
 def description() -> str:
     """Which kernel 4-bit layers on this CPU use, in words, for the loading message."""
     library, reason = build()

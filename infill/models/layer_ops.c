@@ -348,17 +348,56 @@ void infill_swiglu(const void *x, int64_t rows, int64_t n, void *out, int bf16, 
     }
 }
 
+/* A span layer's attention (the two span layers below): each run's fresh keys and values from qkv
+   (T tokens x (H + 2 KV) heads x Dh numbers of `size` bytes: the queries', the keys', the values')
+   written into its cache at its positions, then its queries' attention over that cache, into y
+   (T x H x Dh). Run s: rows[s] canvas rows of counts[s] positions positions[s], its cache
+   keys[s], values[s] (rows[s] x KV x lengths[s] x Dh). A key/value head's group of H / KV query
+   heads goes in as one run of queries. q and att: scratch of H x (the most positions) x Dh. */
+static int attend_runs(const char *qkv, int64_t size, int64_t H, int64_t KV, int64_t Dh, int64_t segments,
+                       const int64_t *rows, const int64_t *counts, const int64_t *lengths, char *const *keys,
+                       char *const *values, const int64_t *const *positions, float scale, char *q, char *att,
+                       char *y, int threads) {
+    const int64_t width = (H + 2 * KV) * Dh, head = Dh * size, group = H / KV;
+    int64_t t0 = 0; /* the run's first token */
+    for (int64_t s = 0; s < segments; s++) {
+        const int64_t P = counts[s], S = lengths[s];
+        for (int64_t r = 0; r < rows[s]; r++) {
+            char *k = keys[s] + r * KV * S * head, *v = values[s] + r * KV * S * head;
+            for (int64_t p = 0; p < P; p++) {
+                const char *token = qkv + (t0 + r * P + p) * width * size;
+                for (int64_t h = 0; h < H; h++) memcpy(q + (h * P + p) * head, token + h * head, head);
+                for (int64_t h = 0; h < KV; h++) {
+                    memcpy(k + (h * S + positions[s][p]) * head, token + (H + h) * head, head);
+                    memcpy(v + (h * S + positions[s][p]) * head, token + (H + KV + h) * head, head);
+                }
+            }
+            const int failed = infill_attend(q, KV, group * P, k, v, S, Dh, scale, att, size == 2, threads);
+            if (failed) return failed;
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t h = 0; h < H; h++)
+                    memcpy(y + ((t0 + r * P + p) * H + h) * head, att + (h * P + p) * head, head);
+        }
+        t0 += rows[s] * P;
+    }
+    return 0;
+}
+
+static int64_t most_positions(int64_t segments, const int64_t *counts) {
+    int64_t most = 1;
+    for (int64_t s = 0; s < segments; s++) most = counts[s] > most ? counts[s] : most;
+    return most;
+}
+
 /* One layer of the shipped family's span pass in bfloat16, in one call: what Block.forward does
    for its T query tokens with this file's operations and infill's bfloat16 product (`linear`:
    bf16_native.c's infill_bf16_linear, handed over as a pointer), in the same order, so the same
    numbers bit for bit; one call instead of some forty of PyTorch's and ours from Python.
 
    x (T x E) is the layer's input, replaced by its output. The tokens are `segments` runs one after
-   another: run s has rows[s] canvas rows of counts[s] positions positions[s] each (row by row),
-   and its own cache, keys[s] and values[s] (rows[s] x H x lengths[s] x Dh, contiguous), into which
-   its fresh keys and values are written before its queries attend over it. cos and sin (T x Dh/2):
-   each token's angles. Weights packed for `linear` (qkv: 3E outputs, out: E, gate_up: 2 inner,
-   down: E), no biases. 0 done; else the attention's code (nothing is left half written but x). */
+   another (attend_runs); cos and sin (T x Dh/2): each token's angles. Weights packed for `linear`
+   (qkv: 3E outputs, out: E, gate_up: 2 inner, down: E), no biases. 0 done; else the attention's
+   code (x then unchanged, the caches part written). */
 typedef void (*bf16_linear_fn)(const uint16_t *, int64_t, int64_t, const uint16_t *, int64_t, const float *,
                                uint16_t *, int);
 
@@ -367,11 +406,9 @@ int infill_span_block_bf16(uint16_t *x, int64_t T, int64_t E, int64_t H, const u
                            float eps2, bf16_linear_fn linear, const uint16_t *w_qkv, const uint16_t *w_out,
                            const uint16_t *w_gate_up, const uint16_t *w_down, int64_t inner, int64_t segments,
                            const int64_t *rows, const int64_t *counts, const int64_t *lengths,
-                           uint16_t *const *keys, uint16_t *const *values, const int64_t *const *positions,
+                           char *const *keys, char *const *values, const int64_t *const *positions,
                            float scale, int threads) {
-    const int64_t Dh = E / H;
-    int64_t most = 1; /* the most positions of a run: the attention's scratch */
-    for (int64_t s = 0; s < segments; s++) most = counts[s] > most ? counts[s] : most;
+    const int64_t Dh = E / H, most = most_positions(segments, counts);
     const int64_t sizes[] = {T * E, T * 3 * E, H * most * Dh, H * most * Dh, T * E, T * E,
                              T * E, T * 2 * inner, T * inner, T * E};
     int64_t total = 0;
@@ -385,27 +422,8 @@ int infill_span_block_bf16(uint16_t *x, int64_t T, int64_t E, int64_t H, const u
     infill_rms_norm_bf16(x, norm1, T, E, eps1, h, threads);
     linear(h, T, E, w_qkv, 3 * E, NULL, qkv, threads);
     infill_rotate_halves_bf16(qkv, T, 3 * H, 2 * H, Dh, cos, sin, T);
-    int failed = 0;
-    int64_t t0 = 0; /* the run's first token */
-    for (int64_t s = 0; s < segments && !failed; s++) {
-        const int64_t P = counts[s], S = lengths[s];
-        for (int64_t r = 0; r < rows[s] && !failed; r++) {
-            uint16_t *k = keys[s] + r * H * S * Dh, *v = values[s] + r * H * S * Dh;
-            for (int64_t p = 0; p < P; p++) {
-                const uint16_t *token = qkv + (t0 + r * P + p) * 3 * E;
-                for (int64_t head = 0; head < H; head++) {
-                    memcpy(q + (head * P + p) * Dh, token + head * Dh, sizeof(uint16_t) * Dh);
-                    memcpy(k + (head * S + positions[s][p]) * Dh, token + E + head * Dh, sizeof(uint16_t) * Dh);
-                    memcpy(v + (head * S + positions[s][p]) * Dh, token + 2 * E + head * Dh, sizeof(uint16_t) * Dh);
-                }
-            }
-            failed = infill_attend(q, H, P, k, v, S, Dh, scale, att, 1, threads);
-            for (int64_t p = 0; p < P; p++)
-                for (int64_t head = 0; head < H; head++)
-                    memcpy(y + (t0 + r * P + p) * E + head * Dh, att + (head * P + p) * Dh, sizeof(uint16_t) * Dh);
-        }
-        t0 += rows[s] * P;
-    }
+    const int failed = attend_runs((const char *)qkv, 2, H, H, Dh, segments, rows, counts, lengths, keys, values,
+                                   positions, scale, (char *)q, (char *)att, (char *)y, threads);
     if (!failed) {
         linear(y, T, E, w_out, E, NULL, o, threads);
         infill_add_rms_norm_bf16(x, o, norm2, T, E, eps2, h, normed, threads); /* h: the residual sum */
@@ -414,6 +432,60 @@ int infill_span_block_bf16(uint16_t *x, int64_t T, int64_t E, int64_t H, const u
         linear(g, T, inner, w_down, E, NULL, m, threads);
         for (int64_t i = 0; i < T * E; i++) x[i] = to_bf16(from_bf16(h[i]) + from_bf16(m[i]));
     }
+    free(memory);
+    return failed;
+}
+
+/* One layer of a published family's span pass (infill/models/decoder.py's Layer) with 4-bit
+   weights and float32 numbers, in one call: what its modules do with this file's operations and
+   infill's 4-bit product (`int4`: int4_native.c's infill_int4_linear, handed over as a pointer),
+   in the same order, so the same numbers. x (T x E) float32, replaced by the layer's output; H
+   query heads and KV key/value heads of Dh; cos and sin (T x Dh): each token's angles (each angle
+   twice). Products p = 0..3 (qkv, o, gate_up, down): tiles[p], scales[p], offsets[p] in groups
+   of groups[p] inputs; qkv_bias (H + 2 KV) x Dh floats or none. Runs as in attend_runs. 0 done;
+   else the product's or the attention's code. */
+typedef int (*int4_linear_fn)(const float *, int64_t, int64_t, int64_t, const void *, const void *,
+                              const void *, int64_t, float *, int);
+
+int infill_span_layer_int4(float *x, int64_t T, int64_t E, int64_t H, int64_t KV, int64_t Dh,
+                           const float *cos, const float *sin, const float *norm1, float eps1,
+                           const float *norm2, float eps2, int4_linear_fn int4, const void *const *tiles,
+                           const void *const *scales, const void *const *offsets, const int64_t *groups,
+                           const float *qkv_bias, int64_t inner, int64_t segments, const int64_t *rows,
+                           const int64_t *counts, const int64_t *lengths, char *const *keys,
+                           char *const *values, const int64_t *const *positions, float scale, int threads) {
+    const int64_t width = (H + 2 * KV) * Dh, most = most_positions(segments, counts);
+    const int64_t sizes[] = {T * E, T * width, H * most * Dh, H * most * Dh, T * H * Dh, T * E,
+                             T * E, T * 2 * inner, T * inner, T * E};
+    int64_t total = 0;
+    for (int i = 0; i < 10; i++) total += sizes[i];
+    float *memory = malloc(sizeof(float) * (size_t)total);
+    if (!memory) return 2;
+    float *h = memory, *qkv = h + sizes[0], *q = qkv + sizes[1], *att = q + sizes[2], *y = att + sizes[3];
+    float *o = y + sizes[4], *normed = o + sizes[5], *gu = normed + sizes[6], *g = gu + sizes[7];
+    float *m = g + sizes[8];
+
+    infill_rms_norm(x, norm1, T, E, eps1, h, threads);
+    int failed = int4(h, T, E, groups[0], tiles[0], scales[0], offsets[0], width, qkv, threads);
+    if (!failed && qkv_bias)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < width; i++) qkv[t * width + i] += qkv_bias[i];
+    if (!failed) {
+        infill_rotate(qkv, T, H + 2 * KV, H + KV, Dh, cos, sin, T);
+        failed = attend_runs((const char *)qkv, 4, H, KV, Dh, segments, rows, counts, lengths, keys, values,
+                             positions, scale, (char *)q, (char *)att, (char *)y, threads);
+    }
+    if (!failed) failed = int4(y, T, H * Dh, groups[1], tiles[1], scales[1], offsets[1], E, o, threads);
+    if (!failed) {
+        infill_add_rms_norm(x, o, norm2, T, E, eps2, h, normed, threads); /* h: the residual sum */
+        failed = int4(normed, T, E, groups[2], tiles[2], scales[2], offsets[2], 2 * inner, gu, threads);
+    }
+    if (!failed) {
+        infill_swiglu(gu, T, inner, g, 0, threads);
+        failed = int4(g, T, inner, groups[3], tiles[3], scales[3], offsets[3], E, m, threads);
+    }
+    if (!failed)
+        for (int64_t i = 0; i < T * E; i++) x[i] = h[i] + m[i];
     free(memory);
     return failed;
 }

@@ -65,6 +65,12 @@ def declared(library: ctypes.CDLL) -> ctypes.CDLL:
         integer,
     ]  # fmt: skip
     library.infill_span_block_bf16.restype = integer
+    library.infill_span_layer_int4.argtypes = [
+        pointer, size, size, size, size, size, pointer, pointer, pointer, number, pointer, number, pointer,
+        pointer, pointer, pointer, pointer, pointer, size, size, pointer, pointer, pointer, pointer, pointer,
+        pointer, number, integer,
+    ]  # fmt: skip
+    library.infill_span_layer_int4.restype = integer
     return library
 
 
@@ -217,3 +223,33 @@ def span_block_(x: torch.Tensor, norms: tuple, weights: tuple, heads: int, cos: 
     )  # fmt: skip
     if failed:
         raise MemoryError("the span layer's C call found no memory for its scratch")
+
+
+def span_layer_int4_(x: torch.Tensor, norms: tuple, products: tuple, qkv_bias: torch.Tensor | None,
+                     heads: tuple[int, int], cos: torch.Tensor, sin: torch.Tensor, runs: list,
+                     int4_at: int, scale: float) -> None:  # fmt: skip
+    """One layer of a published family's span pass with 4-bit weights (float32 numbers) in one
+    call (layer_ops.c, `infill_span_layer_int4`), x (T, E) float32 contiguous replaced by its
+    output. `norms`: (weight, eps) of the two norms; `products`: the qkv, o, gate/up and down
+    layers (infill.models.int4_native.NativeInt4Linear), `qkv_bias` the first's bias or None;
+    `heads`: (query heads, key/value heads); `runs`, cos and sin (T, D), as `span_block_`'s;
+    `int4_at`: the 4-bit product's address."""
+    (norm1, eps1), (norm2, eps2) = norms
+    count, four = len(runs), ctypes.c_void_p * 4
+    longs, pointers = ctypes.c_int64 * count, ctypes.c_void_p * count
+    head_dim = cos.shape[1]
+    failed = build().library.infill_span_layer_int4(
+        x.data_ptr(), x.shape[0], x.shape[1], heads[0], heads[1], head_dim, cos.data_ptr(), sin.data_ptr(),
+        norm1.data_ptr(), eps1, norm2.data_ptr(), eps2, int4_at,
+        four(*(p.tiles.data_ptr() for p in products)), four(*(p.scales.data_ptr() for p in products)),
+        four(*(p.offsets.data_ptr() for p in products)),
+        (ctypes.c_int64 * 4)(*(p.in_features // p.scales.shape[1] for p in products)),
+        None if qkv_bias is None else qkv_bias.data_ptr(), products[3].in_features, count,
+        longs(*(rows for rows, _, _, _ in runs)), longs(*(len(where) for _, where, _, _ in runs)),
+        longs(*(keys.shape[2] for _, _, keys, _ in runs)),
+        pointers(*(keys.data_ptr() for _, _, keys, _ in runs)),
+        pointers(*(values.data_ptr() for _, _, _, values in runs)),
+        pointers(*(where.data_ptr() for _, where, _, _ in runs)), scale, torch.get_num_threads(),
+    )  # fmt: skip
+    if failed:
+        raise MemoryError("the span layer's C call found no memory for its scratch or activations")

@@ -1,8 +1,10 @@
-"""The shipped family's span pass with each layer in one C call (infill.models.native.model,
-`fused_span_layers`, layer_ops.c's `infill_span_block_bf16`): as served on a CPU (bfloat16,
-infill's product) it gives the logits and leaves the cache that the blocks' modules give and
+"""A span pass with each layer in one C call: the shipped family's as served on a CPU
+(infill.models.native.model, `fused_span_layers`, layer_ops.c's `infill_span_block_bf16`:
+bfloat16, infill's product) and the published families' with 4-bit weights
+(infill.models.decoder, `fused_span_layers`, `infill_span_layer_int4`: float32 numbers, infill's
+4-bit product). Each gives the logits and leaves the cache that the layers' modules give and
 leave, bit for bit, for one canvas and several, for a pass alone and for passes packed in one
-forward; where it does not serve a pass (more positions a head than its attention takes) the
+forward; where it does not serve a pass (more queries a head than its attention takes) the
 modules run."""
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ import torch
 from external import require_built
 
 import infill.models.bf16_native as bf16_native
+import infill.models.decoder as decoder
+import infill.models.int4_native as int4_native
 import infill.models.native.model as native
+from infill.bench.shapes import random_network
 from infill.models import layer_ops, load
 from infill.models.base import Pass
+from infill.models.batching import run_batch
+from infill.models.decoder import DecoderConfig
 from infill.models.native.model import LayerCache
 
 CPU_REASONS = (bf16_native.NO_INSTRUCTIONS, "built for Linux on x86-64 only")
@@ -114,3 +121,58 @@ def test_more_positions_a_head_than_the_c_attention_takes_run_as_modules(served,
     cache = refreshed(served, ids, positions)
     out = served.cached_logits(ids, positions, cache, refresh=False)
     assert fused_calls == [None] and out.shape == (1, len(positions), served.model.config.vocab_size)
+
+
+INT4_CPU_REASONS = ("this CPU has neither AVX-512 VNNI nor AVX2", "built for Linux on x86-64 only")
+SMALL = dict(
+    vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, rope_theta=10000.0, norm_eps=1e-6
+)
+SHAPES = {  # the published families' layouts, small (the tiny checkpoints' heads of 8 are too small for C)
+    "Qwen2 (Dream, Open-dCoder)": DecoderConfig(
+        **SMALL, num_heads=4, num_kv_heads=2, head_dim=32, qkv_bias=True, tied_head=False
+    ),
+    "LLaDA": DecoderConfig(
+        **SMALL,
+        num_heads=4,
+        num_kv_heads=4,
+        head_dim=32,
+        qkv_bias=False,
+        tied_head=False,
+        embed_scale=11.3,
+        logit_scale=0.088,
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_4_bit_networks_span_layers_in_c_are_its_modules_bit_for_bit(shape, monkeypatch):
+    require_built(int4_native.build, "infill's 4-bit kernel", INT4_CPU_REASONS)
+    require_built(layer_ops.build, "infill's layer operations", ("built for Linux on x86-64 only",))
+    network = random_network(SHAPES[shape], torch.device("cpu"), torch.float32, "int4")
+    answers, fused = [], decoder.fused_span_layers
+    monkeypatch.setattr(
+        decoder, "fused_span_layers", lambda *args: answers.append(fused(*args)) or answers[-1]
+    )
+    spans = [torch.tensor([3, 4, 5]), torch.tensor([30]), torch.tensor([10, 12])]
+    canvases = [torch.randint(5, 500, (rows, 48), generator=torch.Generator().manual_seed(rows))
+                for rows in (1, 2, 1)]  # fmt: skip
+    ours = []
+    with torch.no_grad():
+        for ids, where in zip(canvases, spans):
+            ours.append(network.new_cache())
+            network.logits_at(ids, where, ours[-1], True)
+        theirs = [copied(cache) for cache in ours]
+        for ids, where in zip(canvases, spans):
+            ids[:, where] = 7
+        passes = [Pass(ids, where, copied(cache), False) for ids, where, cache in zip(canvases, spans, ours)]
+        packed = run_batch(passes, torch.device("cpu"), network, network.logits_at, network.new_cache)
+        alone = [
+            network.logits_at(ids, where, cache, False) for ids, where, cache in zip(canvases, spans, ours)
+        ]
+        assert len(answers) == 4 and all(answer is not None for answer in answers)  # one packed, three alone
+        monkeypatch.setattr(decoder, "fused_span_layers", lambda *args: None)
+        for ids, where, cache, got, batched in zip(canvases, spans, theirs, alone, packed):
+            want = network.logits_at(ids, where, cache, False)
+            assert torch.equal(got, want) and torch.equal(batched, want)
+    for ours_, theirs_ in zip(ours, theirs, strict=True):
+        assert_same_cache(ours_, theirs_)
