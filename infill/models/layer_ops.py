@@ -2,8 +2,10 @@
 by infill.models.c_build): RMSNorm, a residual sum with the next RMSNorm, and the attention of a
 span pass (a few queries, no mask) over the cache, in float32 or bfloat16 (computed in float32);
 the rotary positions in place, in float32, and in bfloat16 for the shipped family; the MLP's
-silu(gate) * up; and for the shipped family as served (bfloat16, infill's product) a whole layer
-of a span pass in one call, made of these (`span_block_`, from infill.models.native.model).
+silu(gate) * up; and a whole layer of a span pass in one call, made of these: the shipped
+family's as served (`span_block_`: bfloat16, infill's product; from infill.models.native.model)
+and the published families' with 4-bit weights (`span_layer_int4_`: float32, infill's 4-bit
+product; from infill.models.decoder).
 
 infill.models.decoder and the shipped family's model call these where `applies` says so, else
 PyTorch's operations: on a GPU, in other dtypes, where the library cannot be built, or with
