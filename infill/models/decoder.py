@@ -48,6 +48,7 @@ from infill.models.native.model import (
     key_padding,
     span_runs,
     span_tokens,
+    token_rows,
 )
 
 
@@ -255,17 +256,12 @@ def fused_span_layers(network: Decoder, x: torch.Tensor, cos: torch.Tensor, sin:
     layers = [fused_layer(layer) for layer in network.layers]
     if any(layer is None for layer in layers):
         return None
-    B, P, E = x.shape
-    flat = x.reshape(B * P, E).contiguous()
-    cos, sin = (t.reshape(-1, t.shape[-1]) for t in (cos, sin))
-    if cos.shape[0] != len(flat):  # one table row a position, the same for every canvas row
-        cos, sin = cos.repeat(B, 1), sin.repeat(B, 1)
-    cos, sin = cos.contiguous(), sin.contiguous()
+    flat, cos, sin = token_rows(x, cos, sin)
     heads, scale, int4_at = (c.num_heads, c.num_kv_heads), c.head_dim**-0.5, int4_native.kernel_address()
     for index, (norms, products, bias) in enumerate(layers):
         own = [(rows, where, *contiguous(caches[index])) for rows, where, caches in runs]
         layer_ops.span_layer_int4_(flat, norms, products, bias, heads, cos, sin, own, int4_at, scale)
-    return flat.view(B, P, E)
+    return flat.view(x.shape)
 
 
 def fused_layer(layer: Layer) -> tuple | None:

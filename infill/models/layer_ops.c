@@ -383,6 +383,16 @@ static int attend_runs(const char *qkv, int64_t size, int64_t H, int64_t KV, int
     return 0;
 }
 
+/* One allocation for a span layer's scratch: n parts of sizes[i] numbers of `size` bytes, part[i]
+   where each starts. NULL where there is no memory (the caller frees the allocation). */
+static void *scratch(const int64_t *sizes, int n, size_t size, void **part) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (size_t)sizes[i] * size;
+    char *memory = malloc(total);
+    for (size_t i = 0, at = 0; memory && i < (size_t)n; at += (size_t)sizes[i] * size, i++) part[i] = memory + at;
+    return memory;
+}
+
 static int64_t most_positions(int64_t segments, const int64_t *counts) {
     int64_t most = 1;
     for (int64_t s = 0; s < segments; s++) most = counts[s] > most ? counts[s] : most;
@@ -411,13 +421,11 @@ int infill_span_block_bf16(uint16_t *x, int64_t T, int64_t E, int64_t H, const u
     const int64_t Dh = E / H, most = most_positions(segments, counts);
     const int64_t sizes[] = {T * E, T * 3 * E, H * most * Dh, H * most * Dh, T * E, T * E,
                              T * E, T * 2 * inner, T * inner, T * E};
-    int64_t total = 0;
-    for (int i = 0; i < 10; i++) total += sizes[i];
-    uint16_t *memory = malloc(sizeof(uint16_t) * (size_t)total);
+    void *part[10];
+    void *memory = scratch(sizes, 10, sizeof(uint16_t), part);
     if (!memory) return 2;
-    uint16_t *h = memory, *qkv = h + sizes[0], *q = qkv + sizes[1], *att = q + sizes[2], *y = att + sizes[3];
-    uint16_t *o = y + sizes[4], *normed = o + sizes[5], *gu = normed + sizes[6], *g = gu + sizes[7];
-    uint16_t *m = g + sizes[8];
+    uint16_t *h = part[0], *qkv = part[1], *q = part[2], *att = part[3], *y = part[4], *o = part[5];
+    uint16_t *normed = part[6], *gu = part[7], *g = part[8], *m = part[9];
 
     infill_rms_norm_bf16(x, norm1, T, E, eps1, h, threads);
     linear(h, T, E, w_qkv, 3 * E, NULL, qkv, threads);
@@ -457,13 +465,11 @@ int infill_span_layer_int4(float *x, int64_t T, int64_t E, int64_t H, int64_t KV
     const int64_t width = (H + 2 * KV) * Dh, most = most_positions(segments, counts);
     const int64_t sizes[] = {T * E, T * width, H * most * Dh, H * most * Dh, T * H * Dh, T * E,
                              T * E, T * 2 * inner, T * inner, T * E};
-    int64_t total = 0;
-    for (int i = 0; i < 10; i++) total += sizes[i];
-    float *memory = malloc(sizeof(float) * (size_t)total);
+    void *part[10];
+    void *memory = scratch(sizes, 10, sizeof(float), part);
     if (!memory) return 2;
-    float *h = memory, *qkv = h + sizes[0], *q = qkv + sizes[1], *att = q + sizes[2], *y = att + sizes[3];
-    float *o = y + sizes[4], *normed = o + sizes[5], *gu = normed + sizes[6], *g = gu + sizes[7];
-    float *m = g + sizes[8];
+    float *h = part[0], *qkv = part[1], *q = part[2], *att = part[3], *y = part[4], *o = part[5];
+    float *normed = part[6], *gu = part[7], *g = part[8], *m = part[9];
 
     infill_rms_norm(x, norm1, T, E, eps1, h, threads);
     int failed = int4(h, T, E, groups[0], tiles[0], scales[0], offsets[0], width, qkv, threads);

@@ -261,17 +261,24 @@ def fused_span_layers(model: InfillModel, x: torch.Tensor, cos: torch.Tensor, si
     layers = [fused_layer(block, x) for block in model.blocks]
     if any(layer is None for layer in layers):
         return None
-    B, P, E = x.shape
-    flat = x.reshape(B * P, E).contiguous()
-    cos, sin = (t.reshape(-1, t.shape[-1]) for t in (cos, sin))
-    if cos.shape[0] != len(flat):  # one table row a position, the same for every canvas row
-        cos, sin = cos.repeat(B, 1), sin.repeat(B, 1)
-    cos, sin = cos.contiguous(), sin.contiguous()
+    flat, cos, sin = token_rows(x, cos, sin)
     scale, linear_at = head_dim**-0.5, bf16_native.kernel_address()
     for index, (norms, weights) in enumerate(layers):
         own = [(rows, where, *contiguous(caches[index])) for rows, where, caches in runs]
         layer_ops.span_block_(flat, norms, weights, heads, cos, sin, own, linear_at, scale)
-    return flat.view(B, P, E)
+    return flat.view(x.shape)
+
+
+def token_rows(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple:
+    """A span pass's tokens x (B, P, E) as the C layers take them: (B * P, E) contiguous, and each
+    token's rotary angles, one table row a token (the tables have one a position, the same for
+    every canvas row, or one a token already in a packed forward)."""
+    B, P, E = x.shape
+    flat = x.reshape(B * P, E).contiguous()
+    cos, sin = (t.reshape(-1, t.shape[-1]) for t in (cos, sin))
+    if cos.shape[0] != len(flat):
+        cos, sin = cos.repeat(B, 1), sin.repeat(B, 1)
+    return flat, cos.contiguous(), sin.contiguous()
 
 
 def fused_layer(block: Block, x: torch.Tensor) -> tuple | None:
