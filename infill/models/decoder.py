@@ -44,9 +44,9 @@ from infill.models.native.model import (
     LayerCache,
     at_positions,
     attend_cached,
+    c_span_runs,
     contiguous,
     key_padding,
-    span_runs,
     span_tokens,
     token_rows,
 )
@@ -241,17 +241,9 @@ def fused_span_layers(network: Decoder, x: torch.Tensor, cos: torch.Tensor, sin:
     and 4-bit product in the same order, so the same numbers); None where that call does not
     serve the pass (not float32 on the CPU, products not infill's 4-bit kernel, more queries a
     key/value head than its attention takes, ...): the layers then run as modules."""
-    runs = span_runs(x, cache, positions)
-    if runs is None or x.dtype != torch.float32 or cos.dtype != torch.float32:
-        return None
-    if any(caches[0].keys is None or caches[0].keys.dtype != torch.float32 for _, _, caches in runs):
-        return None
     c = network.config
-    group = c.num_heads // c.num_kv_heads
-    most = max(len(where) for _, where, _ in runs)
-    if c.head_dim % 16 or c.head_dim > 256 or not layer_ops.applies(x, cos):
-        return None
-    if not int4_native.available() or group * most > layer_ops.most_queries():
+    runs = c_span_runs(x, cos, cache, positions, torch.float32, c.head_dim, c.num_heads // c.num_kv_heads)
+    if runs is None or not int4_native.available():
         return None
     layers = [fused_layer(layer) for layer in network.layers]
     if any(layer is None for layer in layers):

@@ -212,16 +212,10 @@ def span_block_(x: torch.Tensor, norms: tuple, weights: tuple, heads: int, cos: 
     cos, sin (T, D/2): each token's angles; `linear_at`: the bfloat16 product's address."""
     (norm1, eps1), (norm2, eps2) = norms
     qkv, out, gate_up, down, inner = weights
-    count = len(runs)
-    longs, pointers = ctypes.c_int64 * count, ctypes.c_void_p * count
     failed = build().library.infill_span_block_bf16(
         x.data_ptr(), x.shape[0], x.shape[1], heads, cos.data_ptr(), sin.data_ptr(), norm1.data_ptr(), eps1,
         norm2.data_ptr(), eps2, linear_at, qkv.data_ptr(), out.data_ptr(), gate_up.data_ptr(),
-        down.data_ptr(), inner, count, longs(*(rows for rows, _, _, _ in runs)),
-        longs(*(len(where) for _, where, _, _ in runs)), longs(*(keys.shape[2] for _, _, keys, _ in runs)),
-        pointers(*(keys.data_ptr() for _, _, keys, _ in runs)),
-        pointers(*(values.data_ptr() for _, _, _, values in runs)),
-        pointers(*(where.data_ptr() for _, where, _, _ in runs)), scale, torch.get_num_threads(),
+        down.data_ptr(), inner, *run_arguments(runs), scale, torch.get_num_threads(),
     )  # fmt: skip
     if failed:
         raise MemoryError("the span layer's C call found no memory for its scratch")
@@ -237,8 +231,7 @@ def span_layer_int4_(x: torch.Tensor, norms: tuple, products: tuple, qkv_bias: t
     `heads`: (query heads, key/value heads); `runs`, cos and sin (T, D), as `span_block_`'s;
     `int4_at`: the 4-bit product's address."""
     (norm1, eps1), (norm2, eps2) = norms
-    count, four = len(runs), ctypes.c_void_p * 4
-    longs, pointers = ctypes.c_int64 * count, ctypes.c_void_p * count
+    four = ctypes.c_void_p * 4
     head_dim = cos.shape[1]
     failed = build().library.infill_span_layer_int4(
         x.data_ptr(), x.shape[0], x.shape[1], heads[0], heads[1], head_dim, cos.data_ptr(), sin.data_ptr(),
@@ -246,12 +239,24 @@ def span_layer_int4_(x: torch.Tensor, norms: tuple, products: tuple, qkv_bias: t
         four(*(p.tiles.data_ptr() for p in products)), four(*(p.scales.data_ptr() for p in products)),
         four(*(p.offsets.data_ptr() for p in products)),
         (ctypes.c_int64 * 4)(*(p.in_features // p.scales.shape[1] for p in products)),
-        None if qkv_bias is None else qkv_bias.data_ptr(), products[3].in_features, count,
-        longs(*(rows for rows, _, _, _ in runs)), longs(*(len(where) for _, where, _, _ in runs)),
-        longs(*(keys.shape[2] for _, _, keys, _ in runs)),
-        pointers(*(keys.data_ptr() for _, _, keys, _ in runs)),
-        pointers(*(values.data_ptr() for _, _, _, values in runs)),
-        pointers(*(where.data_ptr() for _, where, _, _ in runs)), scale, torch.get_num_threads(),
+        None if qkv_bias is None else qkv_bias.data_ptr(), products[3].in_features, *run_arguments(runs),
+        scale, torch.get_num_threads(),
     )  # fmt: skip
     if failed:
         raise MemoryError("the span layer's C call found no memory for its scratch or activations")
+
+
+def run_arguments(runs: list) -> tuple:
+    """A span layer's runs as its C call takes them: their count, then per run its canvas rows,
+    positions and cache length, and where its keys, values and positions are."""
+    count = len(runs)
+    longs, pointers = ctypes.c_int64 * count, ctypes.c_void_p * count
+    return (
+        count,
+        longs(*(rows for rows, _, _, _ in runs)),
+        longs(*(len(where) for _, where, _, _ in runs)),
+        longs(*(keys.shape[2] for _, _, keys, _ in runs)),
+        pointers(*(keys.data_ptr() for _, _, keys, _ in runs)),
+        pointers(*(values.data_ptr() for _, _, _, values in runs)),
+        pointers(*(where.data_ptr() for _, where, _, _ in runs)),
+    )

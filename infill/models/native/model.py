@@ -247,16 +247,9 @@ def fused_span_layers(model: InfillModel, x: torch.Tensor, cos: torch.Tensor, si
     the pass (not bfloat16 on the CPU, products not infill's, more positions than its attention
     takes, ...): the blocks then run as modules. One call instead of some forty from Python a
     layer: a span pass of the shipped model was mostly their overhead."""
-    runs = span_runs(x, cache, positions)
-    if runs is None or x.dtype != torch.bfloat16 or cos.dtype != torch.bfloat16:
-        return None
-    if any(caches[0].keys is None or caches[0].keys.dtype != torch.bfloat16 for _, _, caches in runs):
-        return None
     heads, head_dim = model.config.num_heads, model.config.hidden_size // model.config.num_heads
-    most = max(len(where) for _, where, _ in runs)
-    if head_dim % 16 or head_dim > 256 or not layer_ops.applies(x, bfloat16=True):
-        return None
-    if not bf16_native.available() or most > layer_ops.most_queries():
+    runs = c_span_runs(x, cos, cache, positions, torch.bfloat16, head_dim, group=1)
+    if runs is None or not bf16_native.available():
         return None
     layers = [fused_layer(block, x) for block in model.blocks]
     if any(layer is None for layer in layers):
@@ -292,6 +285,24 @@ def fused_layer(block: Block, x: torch.Tensor) -> tuple | None:
         return None
     norms = ((norm1.weight, epsilon(norm1, x)), (norm2.weight, epsilon(norm2, x)))
     return norms, (*(p.packed_weight() for p in products), products[3].in_features)
+
+
+def c_span_runs(x: torch.Tensor, cos: torch.Tensor, cache: list, positions: torch.Tensor,
+                dtype: torch.dtype, head_dim: int, group: int) -> list | None:  # fmt: skip
+    """`span_runs` where a C span layer (layer_ops.c) can take them: x, the angles and every
+    run's cache in `dtype` (bfloat16 or float32) on the CPU, the caches filled, heads of a size
+    its attention takes, and at most its queries for each key/value head (`group` query heads a
+    key/value head, each at every position of a run); else None."""
+    runs = span_runs(x, cache, positions)
+    if runs is None or x.dtype != dtype or cos.dtype != dtype:
+        return None
+    if any(caches[0].keys is None or caches[0].keys.dtype != dtype for _, _, caches in runs):
+        return None
+    if head_dim % 16 or head_dim > 256 or not layer_ops.applies(x, cos, bfloat16=True):
+        return None
+    if group * max(len(where) for _, where, _ in runs) > layer_ops.most_queries():
+        return None
+    return runs
 
 
 def span_runs(x: torch.Tensor, cache: list, positions: torch.Tensor) -> list | None:
