@@ -52,8 +52,9 @@ def main() -> None:
         try:
             return p.run(denoiser)
         finally:
-            forward["seconds"] += time.perf_counter() - started
-            kinds[kind(p)] = kinds.get(kind(p), 0.0) + time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            forward["seconds"] += seconds
+            kinds[kind(p)] = kinds.get(kind(p), 0.0) + seconds
             forward["passes"] += 1
             if forward["profiling"]:
                 profile.enable()

@@ -399,6 +399,19 @@ static int64_t most_positions(int64_t segments, const int64_t *counts) {
     return most;
 }
 
+/* A span layer's scratch (the two span layers below), T tokens of E, numbers of `size` bytes:
+   part 0 the norm's output and then the residual sum (T x E), 1 the qkv product (T x width),
+   2 and 3 the queries and the attention by head (most positions x `queries`: heads x their
+   size), 4 the attention by token (T x queries), 5 the output product, 6 the second norm's
+   output (T x E each), 7 the gate/up product (T x 2 inner), 8 the gate (T x inner), 9 the down
+   product (T x E). */
+static void *layer_scratch(int64_t T, int64_t E, int64_t width, int64_t queries, int64_t most, int64_t inner,
+                           size_t size, void **part) {
+    const int64_t sizes[] = {T * E, T * width, most * queries, most * queries, T * queries, T * E,
+                             T * E, T * 2 * inner, T * inner, T * E};
+    return scratch(sizes, 10, size, part);
+}
+
 /* One layer of the shipped family's span pass in bfloat16, in one call: what Block.forward does
    for its T query tokens with this file's operations and infill's bfloat16 product (`linear`:
    bf16_native.c's infill_bf16_linear, handed over as a pointer), in the same order, so the same
@@ -418,11 +431,9 @@ int infill_span_block_bf16(uint16_t *x, int64_t T, int64_t E, int64_t H, const u
                            const int64_t *rows, const int64_t *counts, const int64_t *lengths,
                            char *const *keys, char *const *values, const int64_t *const *positions,
                            float scale, int threads) {
-    const int64_t Dh = E / H, most = most_positions(segments, counts);
-    const int64_t sizes[] = {T * E, T * 3 * E, H * most * Dh, H * most * Dh, T * E, T * E,
-                             T * E, T * 2 * inner, T * inner, T * E};
+    const int64_t Dh = E / H;
     void *part[10];
-    void *memory = scratch(sizes, 10, sizeof(uint16_t), part);
+    void *memory = layer_scratch(T, E, 3 * E, E, most_positions(segments, counts), inner, sizeof(uint16_t), part);
     if (!memory) return 2;
     uint16_t *h = part[0], *qkv = part[1], *q = part[2], *att = part[3], *y = part[4], *o = part[5];
     uint16_t *normed = part[6], *gu = part[7], *g = part[8], *m = part[9];
@@ -462,11 +473,9 @@ int infill_span_layer_int4(float *x, int64_t T, int64_t E, int64_t H, int64_t KV
                            const float *qkv_bias, int64_t inner, int64_t segments, const int64_t *rows,
                            const int64_t *counts, const int64_t *lengths, char *const *keys,
                            char *const *values, const int64_t *const *positions, float scale, int threads) {
-    const int64_t width = (H + 2 * KV) * Dh, most = most_positions(segments, counts);
-    const int64_t sizes[] = {T * E, T * width, H * most * Dh, H * most * Dh, T * H * Dh, T * E,
-                             T * E, T * 2 * inner, T * inner, T * E};
+    const int64_t width = (H + 2 * KV) * Dh;
     void *part[10];
-    void *memory = scratch(sizes, 10, sizeof(float), part);
+    void *memory = layer_scratch(T, E, width, H * Dh, most_positions(segments, counts), inner, sizeof(float), part);
     if (!memory) return 2;
     float *h = part[0], *qkv = part[1], *q = part[2], *att = part[3], *y = part[4], *o = part[5];
     float *normed = part[6], *gu = part[7], *g = part[8], *m = part[9];
