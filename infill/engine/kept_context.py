@@ -87,7 +87,10 @@ class KeptContext:
             self.reused_passes += 1
             self.reuses_in_a_row += 1
             self.computed_positions += len(wanted)
-            out = logits[:, torch.searchsorted(wanted, positions.cpu())]
+            if torch.equal(wanted, positions.cpu()):  # nothing computed beyond what was asked
+                out = logits
+            else:
+                out = logits[:, torch.searchsorted(wanted, positions.cpu())]
         else:
             out = self.inner.cached_logits(ids, positions, cache, refresh)
             if refresh:

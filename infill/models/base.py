@@ -30,7 +30,9 @@ class Denoiser(Protocol):
     context_length: int
 
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids (B, L) -> logits (B, L, vocab); bidirectional: every position sees the whole canvas."""
+        """ids (B, L) -> logits (B, L, vocab); bidirectional: every position sees the whole canvas.
+        The tensor is the caller's, never one the denoiser keeps: the engine overwrites it (its
+        probabilities in place, infill.engine.prediction.allowed_softmax); so are `cached_logits`'."""
         ...
 
     def encode(self, text: str) -> list[int]: ...

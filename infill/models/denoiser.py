@@ -97,9 +97,9 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         ids = ids.to(self.device)
         if not self.shift:
             return self.network.logits_at(ids, positions.to(self.device), cache, refresh).cpu().float()
-        needed, rows = shifted(positions)
-        out = self.network.logits_at(ids, needed.to(self.device), cache, refresh)
-        return out[:, rows.to(self.device)].cpu().float()
+        needed, rows = shifted(positions)  # the output layer at `rows` alone: no (P, vocab) copy
+        out = self.network.logits_at(ids, needed.to(self.device), cache, refresh, rows=rows.to(self.device))
+        return out.cpu().float()
 
     @torch.no_grad()
     def run_passes(self, passes: list[Pass]) -> list[torch.Tensor]:

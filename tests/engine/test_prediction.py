@@ -7,7 +7,7 @@ import torch
 from samples import COUNTER_MODULE
 
 from infill.bench import cli as bench
-from infill.engine.prediction import CanvasPredictor
+from infill.engine.prediction import CanvasPredictor, allowed_softmax
 from infill.engine.sampler import sample
 from infill.errors import InputError
 from infill.modes.fill import infill
@@ -212,3 +212,18 @@ def test_the_sampler_narrows_to_a_spans_content_once_its_length_is_decided(tiny_
     assert network.passes[0] is None and len(network.passes[1]) == 40
     assert content == 25
     assert len(network.passes) > 2 and all(p == list(range(30, 55)) for p in network.passes[2:])
+
+
+class FixedSpecials:
+    special_ids = frozenset({0, 5})
+
+
+@pytest.mark.parametrize("vocab", [6, 50, 32_768, 151_936])
+def test_probabilities_are_written_over_the_logits_with_softmaxs_own_numbers(vocab):
+    logits = torch.randn(2, 7, vocab, generator=torch.Generator().manual_seed(vocab)) * 6
+    expected = logits.clone()
+    expected[..., [0, 5]] = float("-inf")
+    expected = torch.softmax(expected, dim=-1)
+    probs = allowed_softmax(FixedSpecials(), logits)
+    assert probs.data_ptr() == logits.data_ptr()  # no second table
+    assert torch.equal(probs, expected)  # bit for bit what a softmax into a new table gives

@@ -111,6 +111,20 @@ def test_cached_logits_equal_full_logits_at_the_positions(family, loaded):
     assert (partial - full).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize("family", ["Dream", "LLaDA"])
+def test_the_output_layer_at_some_rows_gives_those_rows_logits(family, loaded):
+    network = loaded(family).network
+    ids = torch.tensor([loaded(family).encode(CODE)[:60]])
+    positions, rows = torch.tensor([3, 4, 5, 20, 21]), torch.tensor([0, 2, 3])
+    for refresh in (True, False):  # a refresh, then a span pass on its cache
+        cache = network.new_cache() if refresh else cache
+        every = network.logits_at(ids, positions, cache, refresh)
+        some = network.logits_at(ids, positions, cache, refresh, rows=rows)
+        assert some.shape == every[:, rows].shape  # a float product's last bits depend on its row count
+        torch.testing.assert_close(some, every[:, rows], rtol=0, atol=1e-5)
+        assert torch.equal(some.argmax(-1), every[:, rows].argmax(-1))
+
+
 @pytest.mark.parametrize(
     ("family", "mask", "null", "expand"),
     [("Dream", 151666, 151643, None), ("DreamOn", 151666, 151643, 151667),
