@@ -152,14 +152,11 @@ class KeptContext:
         kept = sum(length for _, _, length in runs)
         if kept < MIN_KEPT_SHARE * len(new):
             return None
-        old_at = torch.cat([torch.arange(i, i + n) for i, _, n in runs])
-        new_at = torch.cat([torch.arange(j, j + n) for _, j, n in runs])
-        for layer, moved in zip(
-            cache, moved_cache(self.cache, old_at, new_at, len(new), self.inner.rope_theta)
-        ):
+        for layer, moved in zip(cache, moved_cache(self.cache, runs, len(new), self.inner.rope_theta)):
             layer.keys, layer.values = moved.keys, moved.values
         fresh = torch.ones(len(new), dtype=torch.bool)
-        fresh[new_at] = False
+        for _, j, n in runs:
+            fresh[j : j + n] = False
         return fresh.nonzero().flatten()
 
 
@@ -221,18 +218,26 @@ def aligned_runs(old: list[int], new: list[int], min_run: int = MIN_RUN) -> list
     return [(i, j, n) for i, j, n in matcher.get_matching_blocks() if n >= min_run]
 
 
-def moved_cache(cache: list, old_at: torch.Tensor, new_at: torch.Tensor, length: int, theta: float) -> list:
-    """Per layer, keys and values (B, H, ``length``, D) holding the cache's positions ``old_at``
-    at ``new_at`` (zeros elsewhere, to be computed); each key turned by the rotary angle of its
-    move, so that it is the key of the same token at its new position."""
+def moved_cache(cache: list, runs: list[tuple[int, int, int]], length: int, theta: float) -> list:
+    """Per layer, keys and values (B, H, ``length``, D) holding each run (i, j, n) of
+    ``aligned_runs`` (the cache's positions i .. i + n - 1) at j .. j + n - 1, zeros elsewhere (to
+    be computed); the keys of a run that moved turned by the rotary angle of its move, so that
+    each is the key of the same token at its new position. Runs are copied as slices (a run that
+    stayed where it was is copied as it is: turning by 0 gives the same numbers)."""
+    if not cache:
+        return []
+    keys = cache[0].keys
+    turns = {j - i: rotation(torch.full((n,), j - i, device=keys.device), keys.shape[-1], theta)
+             for i, j, n in runs if i != j}  # fmt: skip
     moved = []
     for layer in cache:
         keys, values = layer.keys, layer.values
         shape = (*keys.shape[:2], length, keys.shape[-1])
         new_keys, new_values = keys.new_zeros(shape), values.new_zeros(shape)
-        deltas = (new_at - old_at).to(keys.device)
-        new_keys[:, :, new_at] = rotated(keys[:, :, old_at], deltas, theta)
-        new_values[:, :, new_at] = values[:, :, old_at]
+        for i, j, n in runs:
+            new_values[:, :, j : j + n] = values[:, :, i : i + n]
+            run = keys[:, :, i : i + n]
+            new_keys[:, :, j : j + n] = run if i == j else turned(run, *turns[j - i])
         moved.append(type(layer)(new_keys, new_values))
     return moved
 
@@ -241,10 +246,18 @@ def rotated(keys: torch.Tensor, deltas: torch.Tensor, theta: float) -> torch.Ten
     """Keys (B, H, P, D) already turned for their positions, turned by ``deltas`` (P,) positions
     more: rotary embeddings (pairs i, i + D/2 turned by position x theta^(-2i/D), the layout of
     infill.models.native.model and infill.models.decoder) compose by adding angles."""
-    dim = keys.shape[-1]
-    inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, device=keys.device).float() / dim)
-    angles = torch.outer(deltas.float(), inv_freq)  # (P, D/2)
-    cos, sin = angles.cos(), angles.sin()
+    return turned(keys, *rotation(deltas.to(keys.device), keys.shape[-1], theta))
+
+
+def rotation(deltas: torch.Tensor, dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (P, dim / 2) of the angles that turn keys by ``deltas`` (P,) positions."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, device=deltas.device).float() / dim)
+    angles = torch.outer(deltas.float(), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def turned(keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Keys (B, H, P, D) turned by the angles whose cos and sin (P, D / 2) are given."""
     k1, k2 = keys.float().chunk(2, dim=-1)
     return torch.cat([k1 * cos - k2 * sin, k1 * sin + k2 * cos], dim=-1).to(keys.dtype)
 

@@ -13,11 +13,11 @@ import random
 import pytest
 import torch
 
-from infill.engine.kept_context import DocumentContexts, KeptContext, aligned_runs, rotated
+from infill.engine.kept_context import DocumentContexts, KeptContext, aligned_runs, moved_cache, rotated
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CachingCheckpointDenoiser
 from infill.models.native import InfillBackend
-from infill.models.native.model import InfillConfig, InfillModel
+from infill.models.native.model import InfillConfig, InfillModel, LayerCache
 
 VOCAB = 97
 
@@ -120,6 +120,21 @@ def test_turning_keys_twice_adds_the_angles():
     assert torch.allclose(rotated(rotated(keys, deltas, 10000.0), more, 10000.0),
                           rotated(keys, deltas + more, 10000.0), atol=1e-5)  # fmt: skip
     assert torch.allclose(rotated(keys, torch.zeros(5, dtype=torch.long), 10000.0), keys)
+
+
+def test_a_moved_cache_holds_each_kept_key_turned_by_its_own_move():
+    keys, values = torch.randn(1, 2, 40, 8), torch.randn(1, 2, 40, 8)
+    runs = [(0, 0, 10), (14, 11, 5), (25, 30, 6)]  # stayed, moved left, moved right (as aligned_runs)
+    (layer,) = moved_cache([LayerCache(keys, values)], runs, 44, 10000.0)
+    assert layer.keys.shape == layer.values.shape == (1, 2, 44, 8)
+    kept = torch.zeros(44, dtype=torch.bool)
+    for i, j, n in runs:
+        kept[j : j + n] = True
+        for t in range(n):  # each position on its own, as the keys of one token at a new place
+            turned = rotated(keys[:, :, i + t : i + t + 1], torch.tensor([j - i]), 10000.0)
+            assert torch.equal(layer.keys[:, :, j + t : j + t + 1], turned)
+            assert torch.equal(layer.values[:, :, j + t], values[:, :, i + t])
+    assert not layer.keys[:, :, ~kept].any() and not layer.values[:, :, ~kept].any()
 
 
 def test_aligned_runs_find_the_moved_window():

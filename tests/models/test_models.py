@@ -116,8 +116,8 @@ def test_the_output_layer_at_some_rows_gives_those_rows_logits(family, loaded):
     network = loaded(family).network
     ids = torch.tensor([loaded(family).encode(CODE)[:60]])
     positions, rows = torch.tensor([3, 4, 5, 20, 21]), torch.tensor([0, 2, 3])
+    cache = network.new_cache()
     for refresh in (True, False):  # a refresh, then a span pass on its cache
-        cache = network.new_cache() if refresh else cache
         every = network.logits_at(ids, positions, cache, refresh)
         some = network.logits_at(ids, positions, cache, refresh, rows=rows)
         assert some.shape == every[:, rows].shape  # a float product's last bits depend on its row count
