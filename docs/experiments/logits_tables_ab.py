@@ -37,25 +37,14 @@ def three_tables_cached_logits(self, ids, positions, cache, refresh):
     return out[:, rows.to(self.device)].cpu().float()
 
 
-@torch.no_grad()
+ONE_TABLE_KEPT = kept_context.KeptContext.cached_logits
+
+
 def three_tables_kept_logits(self, ids, positions, cache, refresh):
-    """KeptContext.cached_logits before: the asked rows always copied out."""
-    starts = refresh and cache is not self.cache
-    reusing = starts and self.reuses_in_a_row < kept_context.MAX_REUSES
-    changed = self._reuse(ids, cache) if reusing else None
-    if changed is not None:
-        wanted = torch.unique(torch.cat([positions.cpu(), changed]))
-        logits = self.inner.cached_logits(ids, wanted, cache, refresh=False)
-        self.reused_passes += 1
-        self.reuses_in_a_row += 1
-        self.computed_positions += len(wanted)
-        out = logits[:, torch.searchsorted(wanted, positions.cpu())]
-    else:
-        out = self.inner.cached_logits(ids, positions, cache, refresh)
-        if refresh:
-            self.reuses_in_a_row = 0
-    self.ids, self.cache = ids.clone(), cache
-    return out
+    """KeptContext.cached_logits before: a pass over the changed positions copied its rows out."""
+    reused = self.reused_passes
+    out = ONE_TABLE_KEPT(self, ids, positions, cache, refresh)
+    return out.clone() if self.reused_passes > reused else out
 
 
 def three_tables_softmax(denoiser, logits, special=None):
@@ -67,8 +56,8 @@ def three_tables_softmax(denoiser, logits, special=None):
 
 WAYS = {
     "three tables": (three_tables_cached_logits, three_tables_kept_logits, three_tables_softmax),
-    "one table": (denoiser_module.CachingCheckpointDenoiser.cached_logits,
-                  kept_context.KeptContext.cached_logits, prediction.allowed_softmax),  # fmt: skip
+    "one table": (denoiser_module.CachingCheckpointDenoiser.cached_logits, ONE_TABLE_KEPT,
+                  prediction.allowed_softmax),  # fmt: skip
 }
 
 

@@ -227,8 +227,9 @@ def moved_cache(cache: list, runs: list[tuple[int, int, int]], length: int, thet
     if not cache:
         return []
     keys = cache[0].keys
-    turns = {j - i: rotation(torch.full((n,), j - i, device=keys.device), keys.shape[-1], theta)
-             for i, j, n in runs if i != j}  # fmt: skip
+    # a move's angles as one row, for every key of each run that moved by it
+    turns = {j - i: rotation(torch.tensor([j - i], device=keys.device), keys.shape[-1], theta)
+             for i, j, _ in runs if i != j}  # fmt: skip
     moved = []
     for layer in cache:
         keys, values = layer.keys, layer.values

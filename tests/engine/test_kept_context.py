@@ -124,7 +124,7 @@ def test_turning_keys_twice_adds_the_angles():
 
 def test_a_moved_cache_holds_each_kept_key_turned_by_its_own_move():
     keys, values = torch.randn(1, 2, 40, 8), torch.randn(1, 2, 40, 8)
-    runs = [(0, 0, 10), (14, 11, 5), (25, 30, 6)]  # stayed, moved left, moved right (as aligned_runs)
+    runs = [(0, 0, 10), (14, 11, 5), (22, 19, 2), (25, 30, 6)]  # stayed, moved left twice, right
     (layer,) = moved_cache([LayerCache(keys, values)], runs, 44, 10000.0)
     assert layer.keys.shape == layer.values.shape == (1, 2, 44, 8)
     kept = torch.zeros(44, dtype=torch.bool)
