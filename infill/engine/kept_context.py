@@ -82,15 +82,16 @@ class KeptContext:
         starts = refresh and cache is not self.cache
         changed = self._reuse(ids, cache) if starts and self.reuses_in_a_row < MAX_REUSES else None
         if changed is not None:
-            wanted = torch.unique(torch.cat([positions.cpu(), changed]))  # sorted
+            asked = positions.cpu()
+            wanted = torch.unique(torch.cat([asked, changed]))  # sorted
             logits = self.inner.cached_logits(ids, wanted, cache, refresh=False)
             self.reused_passes += 1
             self.reuses_in_a_row += 1
             self.computed_positions += len(wanted)
-            if torch.equal(wanted, positions.cpu()):  # nothing computed beyond what was asked
+            if torch.equal(wanted, asked):  # nothing computed beyond what was asked
                 out = logits
             else:
-                out = logits[:, torch.searchsorted(wanted, positions.cpu())]
+                out = logits[:, torch.searchsorted(wanted, asked)]
         else:
             out = self.inner.cached_logits(ids, positions, cache, refresh)
             if refresh:
@@ -226,10 +227,9 @@ def moved_cache(cache: list, runs: list[tuple[int, int, int]], length: int, thet
     stayed where it was is copied as it is: turning by 0 gives the same numbers)."""
     if not cache:
         return []
-    keys = cache[0].keys
+    dim, device = cache[0].keys.shape[-1], cache[0].keys.device
     # a move's angles as one row, for every key of each run that moved by it
-    turns = {j - i: rotation(torch.tensor([j - i], device=keys.device), keys.shape[-1], theta)
-             for i, j, _ in runs if i != j}  # fmt: skip
+    turns = {j - i: rotation(torch.tensor([j - i], device=device), dim, theta) for i, j, _ in runs if i != j}
     moved = []
     for layer in cache:
         keys, values = layer.keys, layer.values
