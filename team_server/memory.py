@@ -25,22 +25,12 @@ and the trim do not exist, and nothing is done for them.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
+
+from infill.models.memory import malloc_trim
 
 REPLICA_ENV = {"MALLOC_ARENA_MAX": "2", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"}
 TRIM_SECONDS = 10.0
-
-
-def malloc_trim() -> bool:
-    """Give the free memory of every malloc arena back to the system; False where there is no glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        return False
-    return True
 
 
 class Trimmer:

@@ -22,7 +22,7 @@ from infill.bench.shapes import memory_bandwidth
 from infill.models import int4_native
 from infill.models.int4 import Int4Linear
 from infill.models.int4_native import NativeInt4Linear
-from infill.models.weights import return_big_blocks
+from infill.models.memory import return_big_blocks
 
 ROWS = (1, 4, 8, 16, 32, 64, 256)
 KERNELS = {"pytorch": Int4Linear, "infill": NativeInt4Linear}

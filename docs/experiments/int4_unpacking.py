@@ -18,7 +18,7 @@ import time
 import torch
 
 from infill.models.int4 import Int4Linear, kernel, packed_block_width
-from infill.models.weights import return_big_blocks
+from infill.models.memory import return_big_blocks
 
 LAYERS = {  # (outputs, inputs)
     "7B MLP up/gate": (18944, 3584),

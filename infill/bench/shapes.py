@@ -49,11 +49,12 @@ import torch
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
+from infill.models.memory import return_big_blocks
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.native.tokenizer import CodeTokenizer
 from infill.models.quantize import quantized_kind, quantizing
 from infill.models.vocabulary import CheckpointTokenizer
-from infill.models.weights import build_meta, parameter_setter, return_big_blocks
+from infill.models.weights import build_meta, parameter_setter
 from infill.modes.fill import infill
 from infill.options import InfillOptions, SamplerConfig
 from infill.text.document import document_from_bytes

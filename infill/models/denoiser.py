@@ -19,6 +19,7 @@ from infill.engine.canvas import NO_FRAMING, Framing
 from infill.models.base import Pass
 from infill.models.batching import run_batch
 from infill.models.decoder import Decoder
+from infill.models.memory import pass_memory
 from infill.models.vocabulary import CheckpointTokenizer
 
 CONTEXT_CAP = 2048  # canvas tokens: these models accept far more, but each pass costs with the canvas
@@ -54,7 +55,8 @@ class CheckpointDenoiser:
 
     @torch.no_grad()
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
-        out = self.network(ids.to(self.device))
+        with pass_memory():
+            out = self.network(ids.to(self.device))
         if self.shift:
             out = torch.cat([out[:, :1], out[:, :-1]], dim=1)
         return out.cpu().float()
@@ -95,10 +97,10 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         """Logits (B, P, vocab) for the tokens AT `positions`. Shifted: computed at the positions
         before them too (one more per span), as the network's row i-1 predicts the token at i."""
         ids = ids.to(self.device)
-        if not self.shift:
-            return self.network.logits_at(ids, positions.to(self.device), cache, refresh).cpu().float()
-        needed, rows = shifted(positions)  # the output layer at `rows` alone: no (P, vocab) copy
-        out = self.network.logits_at(ids, needed.to(self.device), cache, refresh, rows=rows.to(self.device))
+        needed, rows = shifted(positions) if self.shift else (positions, None)  # rows: no (P, vocab) copy
+        rows = None if rows is None else rows.to(self.device)
+        with pass_memory(whole_canvas=refresh):
+            out = self.network.logits_at(ids, needed.to(self.device), cache, refresh, rows=rows)
         return out.cpu().float()
 
     @torch.no_grad()
@@ -109,7 +111,8 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         if self.shift and passes[0].positions is not None:
             picks = [shifted(p.positions)[1] for p in passes]
             computed = [replace(p, positions=shifted(p.positions)[0]) for p in passes]
-        outs = run_batch(computed, self.device, self.network, self.network.logits_at, self.new_cache)
+        with pass_memory(whole_canvas=passes[0].kind != "span"):
+            outs = run_batch(computed, self.device, self.network, self.network.logits_at, self.new_cache)
         results = []
         for p, out, pick in zip(passes, outs, picks):
             if self.shift and p.positions is None:

@@ -10,7 +10,6 @@ are never held twice, and a caller that quantizes each layer as soon as its weig
 
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -24,11 +23,10 @@ from tqdm import tqdm
 
 from infill.errors import ModelError
 from infill.models.decoder import Rows
+from infill.models.memory import return_big_blocks
 from infill.models.quantize import quantizing
 
 INDEX = "model.safetensors.index.json"
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-BIG_BLOCK = 2**20  # bytes: a block this big or bigger is mapped apart and unmapped when freed
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 CONVERT_HINT = (
     "infill loads safetensors only: pickle files can run arbitrary code when loaded. Convert once, "
@@ -128,25 +126,6 @@ def load_network(
         load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loading.loaded,
                      stored=loading.stored)  # fmt: skip
     return module
-
-
-def return_big_blocks() -> None:
-    """glibc's malloc told to map every block of BIG_BLOCK bytes or more apart, so that it goes back
-    to the system the moment it is freed. By default glibc raises that threshold to the largest
-    block freed so far (up to 32 MiB): after loading, a pass's activations (the 0.5B shape's MLP
-    over 2,048 tokens: 40 MB blocks) then come from its heap, stay there when freed, and the heap
-    grows with fragmentation. Open-dCoder 0.5B's shape, int8, `infill-bench shapes`: peak 1,779 ->
-    1,413 MiB, resident at the end 1,597 -> 1,125 MiB. Every block mapped afresh costs its pages'
-    first touch; blocks up to 16 MiB from the heap made a 512-token pass much faster but the peaks
-    grew past issue 37's (docs/models.md, "infill's own 4-bit kernel"), so the blocks stay apart
-    and come on huge pages instead (THP_MEM_ALLOC_ENABLE, infill/__init__.py). Process-wide, once
-    per process; nothing where the C library has no mallopt (macOS, Windows)."""
-    try:
-        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    except (OSError, TypeError):  # no C library to open by that name (Windows)
-        return
-    if mallopt is not None:
-        mallopt(M_MMAP_THRESHOLD, BIG_BLOCK)
 
 
 def load_weights(
