@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 
-from infill.models.memory import malloc_trim
+from infill.models.memory import give_back
 
 REPLICA_ENV = {"MALLOC_ARENA_MAX": "2", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"}
 TRIM_SECONDS = 10.0
@@ -48,7 +48,7 @@ class Trimmer:
 
     def _run(self) -> None:
         while not self.stopped.wait(self.seconds):
-            if not malloc_trim():
+            if not give_back():
                 return
             self.trims += 1
 

@@ -49,7 +49,7 @@ import torch
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
-from infill.models.memory import return_big_blocks
+from infill.models.memory import keep_blocks, return_big_blocks
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.native.tokenizer import CodeTokenizer
 from infill.models.quantize import quantized_kind, quantizing
@@ -154,6 +154,7 @@ def random_network(config: DecoderConfig, device: torch.device, dtype: torch.dty
         set_parameter(parameter_name, value)
         if loading is not None:
             loading.loaded(parameter_name)
+    keep_blocks()  # as a checkpoint's loading ends (infill.models.weights.load_network)
     return network
 
 

@@ -19,7 +19,7 @@ from infill.engine.canvas import NO_FRAMING, Framing
 from infill.models.base import Pass
 from infill.models.batching import run_batch
 from infill.models.decoder import Decoder
-from infill.models.memory import pass_memory
+from infill.models.memory import give_back
 from infill.models.vocabulary import CheckpointTokenizer
 
 CONTEXT_CAP = 2048  # canvas tokens: these models accept far more, but each pass costs with the canvas
@@ -55,8 +55,8 @@ class CheckpointDenoiser:
 
     @torch.no_grad()
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
-        with pass_memory():
-            out = self.network(ids.to(self.device))
+        out = self.network(ids.to(self.device))
+        give_back()  # what a pass over the whole canvas freed (infill.models.memory)
         if self.shift:
             out = torch.cat([out[:, :1], out[:, :-1]], dim=1)
         return out.cpu().float()
@@ -99,8 +99,9 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         ids = ids.to(self.device)
         needed, rows = shifted(positions) if self.shift else (positions, None)  # rows: no (P, vocab) copy
         rows = None if rows is None else rows.to(self.device)
-        with pass_memory(whole_canvas=refresh):
-            out = self.network.logits_at(ids, needed.to(self.device), cache, refresh, rows=rows)
+        out = self.network.logits_at(ids, needed.to(self.device), cache, refresh, rows=rows)
+        if refresh:
+            give_back()  # what a pass over the whole canvas freed (infill.models.memory)
         return out.cpu().float()
 
     @torch.no_grad()
@@ -111,8 +112,9 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         if self.shift and passes[0].positions is not None:
             picks = [shifted(p.positions)[1] for p in passes]
             computed = [replace(p, positions=shifted(p.positions)[0]) for p in passes]
-        with pass_memory(whole_canvas=passes[0].kind != "span"):
-            outs = run_batch(computed, self.device, self.network, self.network.logits_at, self.new_cache)
+        outs = run_batch(computed, self.device, self.network, self.network.logits_at, self.new_cache)
+        if passes[0].kind != "span":
+            give_back()  # what passes over the whole canvas freed (infill.models.memory)
         results = []
         for p, out, pick in zip(passes, outs, picks):
             if self.shift and p.positions is None:

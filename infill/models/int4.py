@@ -122,10 +122,9 @@ class Int4Linear(Int4Layer):
 
     def unpacked_product(self, rows: torch.Tensor) -> torch.Tensor:
         """`rows` (bfloat16, n x in) times the weights, unpacking whole blocks of output rows,
-        about UNPACK_WEIGHTS weights at a time, into one scratch tensor made once a product (a
-        block of a MiB or more is mapped afresh each time it is made, as
-        `infill.models.memory.return_big_blocks` asks: filling new pages for every block cost
-        more than unpacking saved)."""
+        about UNPACK_WEIGHTS weights at a time, into one scratch tensor made once a product (when
+        blocks of a MiB or more were mapped afresh each time they were made, filling new pages
+        for every block cost more than unpacking saved; infill.models.memory)."""
         out = torch.empty(len(rows), self.out_features, dtype=torch.bfloat16)
         step = max(1, UNPACK_WEIGHTS // (self.in_features * self.block_width)) * self.block_width
         scratch = torch.empty(min(step, self.out_features) * self.in_features, dtype=torch.bfloat16)

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from infill.errors import ModelError
 from infill.models.decoder import Rows
-from infill.models.memory import return_big_blocks
+from infill.models.memory import keep_blocks, return_big_blocks
 from infill.models.quantize import quantizing
 
 INDEX = "model.safetensors.index.json"
@@ -116,7 +116,9 @@ def load_network(
     quantize: str,
 ) -> nn.Module:
     """The module `make` builds, its weights read from `files` (`load_weights`); with quantized
-    weights (`quantize`: infill.models.quantize) each layer quantized as soon as its weights are in."""
+    weights (`quantize`: infill.models.quantize) each layer quantized as soon as its weights are in.
+    The allocator maps big blocks apart while loading and keeps them for the passes after
+    (infill.models.memory)."""
     return_big_blocks()
     module = build_meta(make)
     loading = quantizing(quantize, module, device, dtype)
@@ -125,6 +127,7 @@ def load_network(
     else:
         load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loading.loaded,
                      stored=loading.stored)  # fmt: skip
+    keep_blocks()
     return module
 
 

@@ -1,8 +1,8 @@
-"""The C allocator's settings around a pass (infill.models.memory): where a big block comes from
-inside and outside a whole-canvas pass, and that the heap's memory goes back after it. glibc's
-malloc only (the settings do nothing elsewhere). Each check runs in a fresh interpreter: a process
-that has run passes keeps free chunks in its heap, and glibc serves a big block from one of those
-whatever the setting."""
+"""The C allocator's settings (infill.models.memory): where a big block comes from while loading
+and after, that what the heap keeps goes back when given back, and that a pass over the whole
+canvas gives it back where a span pass does not. glibc's malloc only (the settings do nothing
+elsewhere). Each check runs in a fresh interpreter: a process that has run passes keeps free
+chunks in its heap, and glibc serves a big block from one of those whatever the setting."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 PROBE = '''
-import ctypes, threading
-from infill.models.memory import pass_memory, return_big_blocks
+import ctypes
+from infill.models.memory import give_back, keep_blocks, return_big_blocks
 
 BLOCK = 4 * 2**20  # above the 1 MiB mapped apart between passes, below the 32 MiB of a pass
 libc = ctypes.CDLL(None)
@@ -40,7 +40,6 @@ def resident_mib():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
 
-return_big_blocks()  # as after loading a network
 '''
 
 
@@ -52,47 +51,51 @@ def run_probe(check: str) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_a_big_block_comes_from_the_heap_only_inside_a_whole_canvas_pass():
+def test_a_big_block_is_mapped_apart_while_loading_and_comes_from_the_heap_after():
     run_probe("""
+        return_big_blocks()  # as a network's loading starts
         assert not from_heap()
-        with pass_memory():
-            assert from_heap()
-        assert not from_heap()
-        with pass_memory(whole_canvas=False):  # a span pass: blocks stay apart
-            assert not from_heap()
-    """)
-
-
-def test_the_heap_stays_while_any_pass_is_inside_even_from_another_thread():
-    run_probe("""
-        entered, leave = threading.Event(), threading.Event()
-
-        def other_pass():
-            with pass_memory():
-                entered.set()
-                leave.wait(10)
-
-        thread = threading.Thread(target=other_pass)
-        thread.start()
-        assert entered.wait(10)
-        with pass_memory():
-            pass  # this pass ends while the other one runs
+        keep_blocks()  # as it ends
         assert from_heap()
-        leave.set()
-        thread.join(10)
-        assert not thread.is_alive() and not from_heap()
+        give_back()
+        return_big_blocks()
+        assert not from_heap()
     """)
 
 
-def test_what_a_pass_freed_goes_back_to_the_system_when_it_ends():
+def test_what_the_heap_keeps_goes_back_to_the_system_when_given_back():
     run_probe("""
+        keep_blocks()
         before = resident_mib()
-        with pass_memory():
-            blocks = [libc.malloc(BLOCK) for _ in range(64)]  # 256 MiB, touched
+        blocks = [libc.malloc(BLOCK) for _ in range(64)]  # 256 MiB, touched
+        for pointer in blocks:
+            ctypes.memset(pointer, 1, BLOCK)
+        for pointer in blocks:
+            libc.free(pointer)
+        assert resident_mib() > before + 200  # kept for the next pass's blocks
+        give_back()
+        assert resident_mib() < before + 32, resident_mib() - before
+    """)
+
+
+def test_a_pass_over_the_whole_canvas_gives_the_heap_back_and_a_span_pass_does_not():
+    run_probe("""
+        import torch
+        from infill.bench.shapes import random_denoiser
+
+        denoiser = random_denoiser("open-dcoder-0.5b-tiny", torch.device("cpu"), torch.float32, "none")
+        ids, cache = torch.randint(100, 5000, (1, 64)), denoiser.new_cache()
+
+        def held_after(refresh):
+            blocks = [libc.malloc(BLOCK) for _ in range(64)]  # 256 MiB the heap keeps when freed
             for pointer in blocks:
                 ctypes.memset(pointer, 1, BLOCK)
-            assert resident_mib() > before + 200
             for pointer in blocks:
                 libc.free(pointer)
-        assert resident_mib() < before + 32, resident_mib() - before
+            before = resident_mib()
+            denoiser.cached_logits(ids, torch.tensor([10, 11]), cache, refresh=refresh)
+            return before - resident_mib()
+
+        assert held_after(refresh=True) > 200  # given back
+        assert held_after(refresh=False) < 32  # kept
     """)

@@ -129,9 +129,10 @@ def test_the_trimmer_gives_freed_memory_back_on_its_beat_until_stopped():
     import sys
     import time
 
-    from team_server.memory import Trimmer, malloc_trim
+    from infill.models.memory import give_back
+    from team_server.memory import Trimmer
 
-    assert malloc_trim() is sys.platform.startswith("linux")  # glibc's; nothing elsewhere
+    assert give_back() is sys.platform.startswith("linux")  # glibc's; nothing elsewhere
     trimmer = Trimmer(seconds=0.02).start()
     time.sleep(0.3)
     trimmer.stop()

@@ -1,17 +1,17 @@
-"""The language server's cycle with a pass's blocks from the heap or not (docs/models.md, "A pass's
-blocks from the heap"): a shape with random int4 weights on 2 threads, the document's first fill,
-then CYCLES times an idle refresh and a ready fill of the next line after it. `on`: the code as it
-is (`infill.models.memory.pass_memory` around every pass over the whole canvas); `off`: no pass
-changes the allocator's setting. One setting a process: what one way leaves in the heap would
-serve the other, so compare processes run in turn. Prints the medians, the page faults and the
-process's peak (VmHWM).
+"""The language server's cycle with a loaded network's blocks from the heap or mapped apart
+(docs/models.md, "A pass's blocks from the heap"): a shape with random int4 weights on 2 threads,
+the document's first fill, then CYCLES times an idle refresh and a ready fill of the next line
+after it. `kept`: the code as it is (`infill.models.memory`: blocks kept in the heap after
+loading, given back after each pass over the whole canvas); `apart`: every block of a MiB or more
+mapped apart as while loading, nothing given back (as before 2026-11-29). One setting a process:
+what one way leaves in the heap would serve the other, so compare processes run in turn. Prints
+the medians, the page faults and the process's peak (VmHWM).
 
-    python docs/experiments/pass_memory_cycle.py [open-dcoder-0.5b|dream-7b] [on|off] [CYCLES]
+    python docs/experiments/heap_blocks_cycle.py [open-dcoder-0.5b|dream-7b] [kept|apart] [CYCLES]
 """
 
 from __future__ import annotations
 
-import contextlib
 import resource
 import statistics
 import sys
@@ -22,6 +22,7 @@ from ready_fill_passes import LINE_TOKENS, WINDOW, ready_fill_setup  # beside th
 import infill.models.denoiser as denoiser_module
 from infill.bench.shapes import DecidedLength
 from infill.engine.kept_context import KeptContext, context_ids
+from infill.models.memory import return_big_blocks
 from infill.modes.fill import infill
 
 
@@ -41,11 +42,12 @@ def peak_mib() -> int:
 
 def main() -> None:
     shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
-    setting = sys.argv[2] if len(sys.argv) > 2 else "on"
+    setting = sys.argv[2] if len(sys.argv) > 2 else "kept"
     cycles = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-    if setting == "off":
-        denoiser_module.pass_memory = lambda whole_canvas=True: contextlib.nullcontext()
     denoiser, document, span, next_span, options = ready_fill_setup(shape)
+    if setting == "apart":
+        return_big_blocks()
+        denoiser_module.give_back = lambda: False
     kept = KeptContext(denoiser)
     first = timed(lambda: infill(DecidedLength(kept, LINE_TOKENS), document, [span], options))
     prepared = context_ids(denoiser, document, next_span.start, WINDOW)
@@ -57,7 +59,7 @@ def main() -> None:
     def median(runs: list, index: int) -> float:
         return statistics.median(run[index] for run in runs)
 
-    print(f"{shape}, heap in a pass {setting}: first fill {first[0]:.0f} ms ({first[1]} page faults); "
+    print(f"{shape}, blocks {setting}: first fill {first[0]:.0f} ms ({first[1]} page faults); "
           f"refresh {median(refreshes, 0):.0f} ms ({median(refreshes, 1):.0f}); ready fill "
           f"{median(fills, 0):.0f} ms ({median(fills, 1):.0f}); peak {peak_mib()} MiB")  # fmt: skip
 
