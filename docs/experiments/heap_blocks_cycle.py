@@ -17,10 +17,11 @@ import statistics
 import sys
 import time
 
+import torch
 from ready_fill_passes import LINE_TOKENS, WINDOW, ready_fill_setup  # beside this script
 
 import infill.models.denoiser as denoiser_module
-from infill.bench.shapes import DecidedLength
+from infill.bench.shapes import DecidedLength, peak_mib
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.memory import return_big_blocks
 from infill.modes.fill import infill
@@ -31,13 +32,6 @@ def timed(work) -> tuple[float, int]:
     before, started = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
     work()
     return 1000 * (time.perf_counter() - started), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-
-def peak_mib() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) // 1024
-    return 0
 
 
 def main() -> None:
@@ -59,9 +53,10 @@ def main() -> None:
     def median(runs: list, index: int) -> float:
         return statistics.median(run[index] for run in runs)
 
+    peak = peak_mib(torch.device("cpu"))
     print(f"{shape}, blocks {setting}: first fill {first[0]:.0f} ms ({first[1]} page faults); "
           f"refresh {median(refreshes, 0):.0f} ms ({median(refreshes, 1):.0f}); ready fill "
-          f"{median(fills, 0):.0f} ms ({median(fills, 1):.0f}); peak {peak_mib()} MiB")  # fmt: skip
+          f"{median(fills, 0):.0f} ms ({median(fills, 1):.0f}); peak {peak:.0f} MiB")  # fmt: skip
 
 
 if __name__ == "__main__":
