@@ -89,7 +89,7 @@ def test_in_process_clients_that_keep_their_documents_context_skip_most_full_pas
     """`--kept-context`: each client's next fill starts from its last one's context, so most of
     its first passes compute what changed (span passes) instead of the whole window (a refresh)."""
     out = tmp_path / "serve.json"
-    argv = ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--clients", "2", "--seconds", "2",
+    argv = ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--clients", "2", "--seconds", "6",
             "--threads", "1", "--kept-context", "--json", str(out)]  # fmt: skip
     assert cli.main(argv) == 0
     (level,) = json.loads(out.read_text())["levels"]
