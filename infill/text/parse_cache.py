@@ -10,7 +10,9 @@ lookup. A new text is parsed *incrementally* from the most recent kept tree: the
 is found (the common prefix and suffix of the two texts), described to tree-sitter as an edit,
 and tree-sitter re-parses only what the change touched. A text with a syntax error is parsed
 afresh: there tree-sitter's error recovery can differ between the two (tests/text/test_parse_cache.py
-found such a text).
+found such a text). So the text after a broken one is parsed afresh at once: it is nearly always
+broken too (a fill's canvases while its span is denoised: 647 of 692 in a run of
+docs/experiments/parse_replay.py), and an incremental parse of it would be thrown away.
 
 Kept trees are never changed: an incremental parse edits a copy (``Tree.copy``), because a tree
 handed out may be read by another thread (the server's model worker). A lock guards the cache.
@@ -49,6 +51,8 @@ class ParseCache:
                 data, tree = self._trees[text]
                 return data, tree.root_node
             base = next(reversed(self._trees.values()), None)
+        if base is not None and base[1].root_node.has_error:
+            base = None  # after a broken text: afresh at once (above)
         data = text.encode("utf-8", "surrogatepass")
         parser = tree_sitter.Parser(self.language)
         tree = parser.parse(data) if base is None else parser.parse(data, edited_copy(*base, data))

@@ -55,6 +55,37 @@ def test_a_text_seen_before_is_not_parsed_again():
     assert str(again) == str(first)
 
 
+def test_a_text_after_a_broken_one_is_parsed_once_afresh(monkeypatch):
+    """A broken text is parsed afresh; the text after it (broken too, as a fill's canvases are) is
+    parsed afresh at once, not incrementally first; after a sound text, incrementally."""
+    broken = SOURCE + "def g(:\n"
+    texts = {  # each text, in this order, and whether each of its parses was given the old tree
+        broken: [True, False],  # after a sound text: incrementally, then afresh (it is broken)
+        broken + "x = (\n": [False],  # after a broken one: afresh at once
+        SOURCE + "y = 1\n": [False],
+        SOURCE + "y = 2\n": [True],  # after a sound one: incrementally
+    }
+    trees = {text: fresh(text) for text in texts}
+    real = tree_sitter.Parser
+    parses: list[bool] = []
+
+    class Counting:
+        def __init__(self, language):
+            self.parser = real(language)
+
+        def parse(self, data, old_tree=None):
+            parses.append(old_tree is not None)
+            return self.parser.parse(data) if old_tree is None else self.parser.parse(data, old_tree)
+
+    cache = ParseCache(LANGUAGE)
+    cache.parse(SOURCE)
+    monkeypatch.setattr(tree_sitter, "Parser", Counting)
+    for text, expected in texts.items():
+        parses.clear()
+        assert str(cache.parse(text)[1]) == trees[text]
+        assert parses == expected, text
+
+
 def test_trees_handed_out_are_never_edited():
     """An incremental parse edits a copy: a tree another thread holds keeps its offsets."""
     cache = ParseCache(LANGUAGE)
