@@ -18,28 +18,15 @@ from pathlib import Path
 
 import tree_sitter
 
-from infill.text.parse_cache import ParseCache, edited_copy
+from infill.text.parse_cache import ParseCache
 
 
 class IncrementalFirst(ParseCache):
-    """The cache before: every new text tried incrementally from the last tree, a broken result
-    parsed again afresh."""
+    """The cache before: every new text parsed from the most recent tree, broken or not (a broken
+    result then parsed again afresh, as now)."""
 
-    def parse(self, text: str):
-        if text in self._trees:
-            self._trees.move_to_end(text)
-            data, tree = self._trees[text]
-            return data, tree.root_node
-        base = next(reversed(self._trees.values()), None)
-        data = text.encode("utf-8", "surrogatepass")
-        parser = tree_sitter.Parser(self.language)
-        tree = parser.parse(data) if base is None else parser.parse(data, edited_copy(*base, data))
-        if base is not None and tree.root_node.has_error:
-            tree = parser.parse(data)
-        self._trees[text] = (data, tree)
-        while len(self._trees) > self.kept:
-            self._trees.popitem(last=False)
-        return data, tree.root_node
+    def _base(self):
+        return next(reversed(self._trees.values()), None)
 
 
 def recorded_texts(fills: int) -> list[tuple[tree_sitter.Language, str]]:

@@ -49,7 +49,7 @@ import torch
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
-from infill.models.memory import keep_blocks, return_big_blocks
+from infill.models.memory import loading_blocks
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.native.tokenizer import CodeTokenizer
 from infill.models.quantize import quantized_kind, quantizing
@@ -139,22 +139,21 @@ def random_network(config: DecoderConfig, device: torch.device, dtype: torch.dty
     (infill.models.weights): with quantized weights each layer is quantized as soon as it is
     filled, so that the float network never exists whole (Open-dCoder 0.5B: docs/models.md); the
     weights int4 packs are made in bfloat16, as a published checkpoint stores them."""
-    return_big_blocks()
-    network = build_meta(lambda: Decoder(config))
-    loading = quantizing(quantize, network, device, dtype)
-    set_parameter = parameter_setter(network)
-    generator = torch.Generator(device=device).manual_seed(0)
-    for parameter_name, parameter in list(network.named_parameters()):
-        stored = loading is not None and loading.stored(parameter_name)
-        value = torch.empty(parameter.shape, dtype=torch.bfloat16 if stored else dtype, device=device)
-        if parameter_name.endswith("norm.weight"):
-            value.fill_(1.0)
-        else:
-            value.normal_(0.0, 0.02, generator=generator)
-        set_parameter(parameter_name, value)
-        if loading is not None:
-            loading.loaded(parameter_name)
-    keep_blocks()  # as a checkpoint's loading ends (infill.models.weights.load_network)
+    with loading_blocks():  # as a checkpoint loads (infill.models.weights.load_network)
+        network = build_meta(lambda: Decoder(config))
+        loading = quantizing(quantize, network, device, dtype)
+        set_parameter = parameter_setter(network)
+        generator = torch.Generator(device=device).manual_seed(0)
+        for parameter_name, parameter in list(network.named_parameters()):
+            stored = loading is not None and loading.stored(parameter_name)
+            value = torch.empty(parameter.shape, dtype=torch.bfloat16 if stored else dtype, device=device)
+            if parameter_name.endswith("norm.weight"):
+                value.fill_(1.0)
+            else:
+                value.normal_(0.0, 0.02, generator=generator)
+            set_parameter(parameter_name, value)
+            if loading is not None:
+                loading.loaded(parameter_name)
     return network
 
 

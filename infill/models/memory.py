@@ -5,7 +5,8 @@ PyTorch's CPU tensors come from the C library's `malloc`. glibc's maps every blo
 threshold apart (`mmap`) and unmaps it when freed, and keeps smaller ones in its heap for reuse.
 Three settings serve this project, all process-wide (they are the C library's):
 
-- **While loading** (`return_big_blocks`, infill.models.weights): every block of `BIG_BLOCK` or
+- **While loading** (`return_big_blocks`; `loading_blocks` around a network's loading, in
+  infill.models.weights and the bench's random networks): every block of `BIG_BLOCK` or
   more is mapped apart, so the checkpoint's tensors and the packing's scratch go back to the
   system the moment they are freed.
 - **After loading** (`keep_blocks`): a block mapped afresh costs its pages' first touch (the
@@ -25,8 +26,10 @@ Windows) nothing changes.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+from collections.abc import Iterator
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 BIG_BLOCK = 2**20  # bytes: while loading, a block this big or bigger is mapped apart
@@ -63,6 +66,17 @@ def keep_blocks() -> None:
     loaded network's passes); the heap gives them back at `give_back`."""
     _mallopt(M_MMAP_THRESHOLD, PASS_BLOCK)
     _mallopt(M_TRIM_THRESHOLD, KEPT_FREE)
+
+
+@contextlib.contextmanager
+def loading_blocks() -> Iterator[None]:
+    """Around a network's loading: big blocks mapped apart while it loads (`return_big_blocks`),
+    kept for its passes once it is done, or has failed (`keep_blocks`)."""
+    return_big_blocks()
+    try:
+        yield
+    finally:
+        keep_blocks()
 
 
 def give_back() -> bool:

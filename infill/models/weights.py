@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from infill.errors import ModelError
 from infill.models.decoder import Rows
-from infill.models.memory import keep_blocks, return_big_blocks
+from infill.models.memory import loading_blocks
 from infill.models.quantize import quantizing
 
 INDEX = "model.safetensors.index.json"
@@ -119,15 +119,14 @@ def load_network(
     weights (`quantize`: infill.models.quantize) each layer quantized as soon as its weights are in.
     The allocator maps big blocks apart while loading and keeps them for the passes after
     (infill.models.memory)."""
-    return_big_blocks()
-    module = build_meta(make)
-    loading = quantizing(quantize, module, device, dtype)
-    if loading is None:
-        load_weights(module, files, names, ignore, device=device, dtype=dtype)
-    else:
-        load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loading.loaded,
-                     stored=loading.stored)  # fmt: skip
-    keep_blocks()
+    with loading_blocks():
+        module = build_meta(make)
+        loading = quantizing(quantize, module, device, dtype)
+        if loading is None:
+            load_weights(module, files, names, ignore, device=device, dtype=dtype)
+        else:
+            load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loading.loaded,
+                         stored=loading.stored)  # fmt: skip
     return module
 
 

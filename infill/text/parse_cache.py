@@ -50,9 +50,7 @@ class ParseCache:
                 self._trees.move_to_end(text)
                 data, tree = self._trees[text]
                 return data, tree.root_node
-            base = next(reversed(self._trees.values()), None)
-        if base is not None and base[1].root_node.has_error:
-            base = None  # after a broken text: afresh at once (above)
+            base = self._base()
         data = text.encode("utf-8", "surrogatepass")
         parser = tree_sitter.Parser(self.language)
         tree = parser.parse(data) if base is None else parser.parse(data, edited_copy(*base, data))
@@ -66,6 +64,12 @@ class ParseCache:
             while len(self._trees) > self.kept:
                 self._trees.popitem(last=False)
         return data, tree.root_node
+
+    def _base(self) -> tuple[bytes, tree_sitter.Tree] | None:
+        """The kept text and tree a new text is parsed from: the most recent, unless it is broken
+        (then none: afresh at once; the module docstring says why). Called with the lock held."""
+        base = next(reversed(self._trees.values()), None)
+        return None if base is None or base[1].root_node.has_error else base
 
 
 def parse_tree(text: str, language: Language = PYTHON) -> tuple[bytes, tree_sitter.Node]:
