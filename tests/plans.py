@@ -50,6 +50,6 @@ class CountingPositions:
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
-    def cached_logits(self, ids, positions, cache, refresh):
+    def cached_logits(self, ids, positions, cache, refresh, predicted=None):
         self.computed.append(len(positions))
-        return self.inner.cached_logits(ids, positions, cache, refresh)
+        return self.inner.cached_logits(ids, positions, cache, refresh, predicted)

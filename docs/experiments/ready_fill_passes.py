@@ -33,9 +33,9 @@ class TimedPasses(DecidedLength):
         super().__init__(inner, tokens)
         self.passes = passes
 
-    def cached_logits(self, ids, positions, cache, refresh):
+    def cached_logits(self, ids, positions, cache, refresh, predicted=None):
         started = time.perf_counter()
-        logits = super().cached_logits(ids, positions, cache, refresh)
+        logits = super().cached_logits(ids, positions, cache, refresh, predicted)
         self.passes.append((len(positions), time.perf_counter() - started))
         return logits
 

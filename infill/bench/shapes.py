@@ -350,9 +350,16 @@ class DecidedLength:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
-        logits = self.inner.cached_logits(ids, positions, cache, refresh)
-        if len(positions) > self.tokens:
+    def cached_logits(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        logits = self.inner.cached_logits(ids, positions, cache, refresh, predicted)
+        if predicted is None and len(positions) > self.tokens:
             logits[:, self.tokens :, self.null_id] = logits.max() + 30.0
         return logits
 

@@ -110,9 +110,14 @@ class PassDenoiser:
         return self.execute(Pass(ids))
 
     def _cached_logits(
-        self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return self.execute(Pass(ids, positions, cache, refresh))
+        return self.execute(Pass(ids, positions, cache, refresh, predicted))
 
 
 def forward_key(p: Pass) -> tuple[str, int]:

@@ -74,26 +74,31 @@ class KeptContext:
 
     @torch.no_grad()
     def cached_logits(
-        self, ids: torch.Tensor, positions: torch.Tensor, cache: list, refresh: bool
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: list,
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """As the inner denoiser's; a full pass that starts a cache (not one that refreshes the
         cache of a fill under way) is replaced by a pass over the changed positions when enough
-        of the canvas aligns with the kept one."""
+        of the canvas aligns with the kept one (the changed ones not asked for are computed for
+        the cache alone)."""
         starts = refresh and cache is not self.cache
         changed = self._reuse(ids, cache) if starts and self.reuses_in_a_row < MAX_REUSES else None
         if changed is not None:
             asked = positions.cpu()
-            wanted = torch.unique(torch.cat([asked, changed]))  # sorted
-            logits = self.inner.cached_logits(ids, wanted, cache, refresh=False)
+            computed = torch.unique(torch.cat([asked, changed]))  # sorted
+            wanted = None if torch.equal(computed, asked) else torch.searchsorted(computed, asked)
+            if predicted is not None:
+                wanted = predicted if wanted is None else wanted[predicted]
+            out = self.inner.cached_logits(ids, computed, cache, False, wanted)
             self.reused_passes += 1
             self.reuses_in_a_row += 1
-            self.computed_positions += len(wanted)
-            if torch.equal(wanted, asked):  # nothing computed beyond what was asked
-                out = logits
-            else:
-                out = logits[:, torch.searchsorted(wanted, asked)]
+            self.computed_positions += len(computed)
         else:
-            out = self.inner.cached_logits(ids, positions, cache, refresh)
+            out = self.inner.cached_logits(ids, positions, cache, refresh, predicted)
             if refresh:
                 self.reuses_in_a_row = 0
         self.ids, self.cache = ids.clone(), cache

@@ -11,8 +11,8 @@ The cached context was computed while the span was more masked than it is now: a
 approximation, which `infill-bench speed` and `infill-bench quality --cache-refresh` measure.
 `refresh=1` runs every step over the whole canvas (exact), as does a denoiser without a cache.
 Once a span's length is decided, its <null> padding is context too: `narrow` drops it from the
-computed positions (after one more pass that caches it), so a cached step costs in proportion
-to the span's content.
+computed positions (after one more pass that caches it, its output layer at the content alone),
+so a cached step costs in proportion to the span's content.
 """
 
 from __future__ import annotations
@@ -35,12 +35,14 @@ class CanvasPredictor:
         serve every row); refresh: full passes every this many steps (1: every step);
         keep_first: keep row 0's log-probabilities of the first pass (`first_view`)."""
         self.denoiser = denoiser
-        self.columns = editable.any(0).nonzero().flatten()
+        self.columns = editable.any(0).nonzero().flatten()  # the positions the next pass computes
+        self.wanted = self.columns  # those whose probabilities are wanted: the rest, for the cache alone
         self.refresh = refresh
         self.caching = refresh > 1 and hasattr(denoiser, "cached_logits")
         self.cache = denoiser.new_cache() if self.caching else None
         self.calls = 0
         self.full_passes = 0
+        self.computed = 0  # positions computed, summed over the passes (what cached passes cost)
         self.narrowed: torch.Tensor | None = None  # the columns to use after the next pass
         self.special = special_index(denoiser)
         self.keep_first = keep_first
@@ -49,8 +51,10 @@ class CanvasPredictor:
     def narrow(self, editable: torch.Tensor) -> None:
         """After the next pass only `editable` (a subset of the positions so far) is wanted, e.g.
         once a span's <null> padding is final. The next pass still computes the positions that
-        leave, so that the cache holds their keys and values with their final tokens."""
+        leave, so that the cache holds their keys and values with their final tokens (and only
+        `editable`'s probabilities)."""
         columns = editable.any(0).nonzero().flatten()
+        self.wanted = columns
         if len(columns) < len(self.columns):
             self.narrowed = columns
 
@@ -63,15 +67,20 @@ class CanvasPredictor:
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, L) ids -> (columns (P,), probabilities (B, P, vocab) at those positions): the
-        positions wanted, with special tokens (mask, padding, ...) ruled out."""
+        positions computed whose probabilities are wanted, special tokens (mask, padding, ...)
+        ruled out."""
         full = not self.caching or self.calls % self.refresh == 0
         self.calls += 1
         self.full_passes += int(full)
-        columns = self.columns
+        self.computed += len(self.columns)
+        keep = torch.isin(self.columns, self.wanted)
+        columns, predicted = self.columns, None if bool(keep.all()) else keep.nonzero().flatten()
         if self.caching:
-            logits = self.denoiser.cached_logits(x, columns, self.cache, refresh=full)
+            logits = self.denoiser.cached_logits(x, columns, self.cache, full, predicted)
         else:
-            logits = self.denoiser.logits(x)[:, columns]
+            logits = self.denoiser.logits(x)[:, columns if predicted is None else columns[predicted]]
+        if predicted is not None:
+            columns = columns[predicted]
         if self.narrowed is not None:
             self.columns, self.narrowed = self.narrowed, None
         if self.keep_first and self.calls == 1:  # the canvas as laid out, every position masked

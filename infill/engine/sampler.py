@@ -117,7 +117,7 @@ def sample(
     expand_id = getattr(denoiser, "expand_id", None)
     revisions = torch.zeros_like(canvas)
     confidence = torch.ones(canvas.shape)
-    total_revisions, passes, asked, converged = 0, 0, 0, False  # asked: positions predicted in all
+    total_revisions, passes, converged = 0, 0, False
     for step in range(config.steps):
         if cancelled is not None and cancelled():
             raise Cancelled("sampling cancelled")
@@ -125,10 +125,10 @@ def sample(
         if wanted is not None:  # block passes: these positions (the last pass commits, so computes,
             #   every masked one)
             predict.focus(wanted | (editable & (x == denoiser.mask_id)) if last else wanted)
-        columns, probs = predict(x)  # (B, P, vocab) at the P positions computed
-        passes, asked = passes + 1, asked + len(columns)
+        columns, probs = predict(x)  # (B, P, vocab) at the P positions predicted
+        passes += 1
         spread = partial(at_columns, x.shape, columns)  # (B, P) values -> (B, L)
-        seen = spread(torch.ones(probs.shape[:2], dtype=torch.bool), False)  # the positions computed
+        seen = spread(torch.ones(probs.shape[:2], dtype=torch.bool), False)  # the positions predicted
         if decide_length and step == 0:
             null_p = spread(probs[..., denoiser.null_id], 0.0)
             content = span_lengths(null_p, editable, config.length_scale)
@@ -169,7 +169,7 @@ def sample(
 
         x = torch.where(commit, predicted, x)
         x = torch.where(remask, torch.full_like(x, denoiser.mask_id), x)
-        rated = editable & seen & ~remask  # the positions this pass computed keep its probability
+        rated = editable & seen & ~remask  # the positions this pass predicted keep its probability
         confidence = torch.where(commit, predicted_p, torch.where(rated, current, confidence))
         revisions += remask.long()
         total_revisions += int(remask.sum())
@@ -193,7 +193,7 @@ def sample(
         seconds=time.perf_counter() - started,
         converged=converged,
         cached_passes=passes - predict.full_passes,
-        predicted=asked,
+        predicted=predict.computed,
     )
     return SampleResult(x, confidence, stats, first_view=predict.first_view)
 

@@ -48,23 +48,34 @@ class CachingDenoiser(Denoiser, Protocol):
 
     def new_cache(self) -> object: ...
 
-    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
-        """ids (B, L), positions (P,) -> logits (B, P, vocab)."""
+    def cached_logits(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """ids (B, L), positions (P,) -> logits (B, P, vocab). `predicted` (Q,): indices into
+        `positions`, the only ones whose logits are wanted, (B, Q, vocab); the others are computed
+        for the cache alone (their keys and values), and the output layer skips them."""
         ...
 
 
 @dataclass(frozen=True, eq=False)
 class Pass:
     """One call of a denoiser's network: `logits(ids)` (positions None), or
-    `cached_logits(ids, positions, cache, refresh)`. Frozen: the tensors it names belong to the
-    request that asked (its canvas, its cache), and whoever runs it hands back what that call
-    returns: logits (B, L, vocab), or (B, P, vocab) at `positions`, on the CPU in float32."""
+    `cached_logits(ids, positions, cache, refresh, predicted)`. Frozen: the tensors it names belong
+    to the request that asked (its canvas, its cache), and whoever runs it hands back what that call
+    returns: logits (B, L, vocab), or (B, P, vocab) at `positions` ((B, Q, vocab) at the
+    `predicted` ones), on the CPU in float32."""
 
     ids: torch.Tensor  # (B, L) the canvas rows
-    positions: torch.Tensor | None = None  # (P,) where logits are wanted; None: every position, no cache
+    positions: torch.Tensor | None = None  # (P,) the positions computed; None: every position, no cache
     cache: object = None  # the request's own cache (the denoiser's new_cache()), written by the pass
     refresh: bool = True  # a pass over the whole canvas that fills the cache; False: the positions
     #   only, on the cached keys and values of the rest (infill.engine.prediction)
+    predicted: torch.Tensor | None = None  # (Q,) indices into positions: the logits wanted (None: all)
 
     @property
     def kind(self) -> str:
@@ -81,7 +92,7 @@ class Pass:
         """The in-process driver: the call this pass stands for, on `denoiser`, now."""
         if self.positions is None:
             return denoiser.logits(self.ids)
-        return denoiser.cached_logits(self.ids, self.positions, self.cache, self.refresh)
+        return denoiser.cached_logits(self.ids, self.positions, self.cache, self.refresh, self.predicted)
 
 
 class BatchingDenoiser(CachingDenoiser, Protocol):

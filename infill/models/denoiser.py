@@ -93,11 +93,21 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
         return list(self.network.layers)
 
     @torch.no_grad()
-    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
-        """Logits (B, P, vocab) for the tokens AT `positions`. Shifted: computed at the positions
-        before them too (one more per span), as the network's row i-1 predicts the token at i."""
+    def cached_logits(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits (B, P, vocab) for the tokens AT `positions` (at `positions[predicted]` alone if
+        given). Shifted: computed at the positions before them too (one more per span), as the
+        network's row i-1 predicts the token at i."""
         ids = ids.to(self.device)
         needed, rows = shifted(positions) if self.shift else (positions, None)  # rows: no (P, vocab) copy
+        if predicted is not None:
+            rows = predicted if rows is None else rows[predicted]
         rows = None if rows is None else rows.to(self.device)
         out = self.network.logits_at(ids, needed.to(self.device), cache, refresh, rows=rows)
         if refresh:
@@ -117,6 +127,8 @@ class CachingCheckpointDenoiser(CheckpointDenoiser):
             give_back()  # what passes over the whole canvas freed (infill.models.memory)
         results = []
         for p, out, pick in zip(passes, outs, picks):
+            if p.predicted is not None:  # (the batch's output layer ran at every position)
+                pick = p.predicted if pick is None else pick[p.predicted]
             if self.shift and p.positions is None:
                 out = torch.cat([out[:, :1], out[:, :-1]], dim=1)
             elif pick is not None:

@@ -436,11 +436,11 @@ def test_shapes_times_the_cached_pass_after_a_first_one_untimed(monkeypatch):
         denoiser = made(*args, **kwargs)
         inner, seen = denoiser.cached_logits, []
 
-        def cached_logits(ids, positions, cache, refresh):
+        def cached_logits(ids, positions, cache, refresh, predicted=None):
             if not refresh and not seen:
                 seen.append(True)
                 time.sleep(0.5)
-            return inner(ids, positions, cache, refresh)
+            return inner(ids, positions, cache, refresh, predicted)
 
         denoiser.cached_logits = cached_logits
         return denoiser

@@ -48,9 +48,9 @@ class ShapeRecorder:
         self.shapes.append(tuple(ids.shape))
         return self.inner.logits(ids)
 
-    def cached_logits(self, ids, positions, cache, refresh):
+    def cached_logits(self, ids, positions, cache, refresh, predicted=None):
         self.shapes.append(tuple(ids.shape))
-        return self.inner.cached_logits(ids, positions, cache, refresh)
+        return self.inner.cached_logits(ids, positions, cache, refresh, predicted)
 
 
 def test_candidates_come_from_one_batch_deduplicated_and_ranked(make_oracle):

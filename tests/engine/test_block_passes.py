@@ -35,9 +35,9 @@ class CachedTable(TableDenoiser):
     def new_cache(self) -> dict:
         return {}
 
-    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool) -> torch.Tensor:
+    def cached_logits(self, ids: torch.Tensor, positions: torch.Tensor, cache, refresh: bool, predicted=None):
         self.computed.append(positions.tolist())
-        return self.logits(ids)[:, positions]
+        return self.logits(ids)[:, positions if predicted is None else positions[predicted]]
 
 
 def cached_problem(length: int, start: int, count: int):

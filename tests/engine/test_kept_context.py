@@ -80,6 +80,36 @@ def test_with_one_layer_the_moved_context_gives_the_full_pass_exactly(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
+def test_positions_computed_for_the_cache_alone_get_no_logits_and_change_nothing_else(name):
+    """`predicted`: the logits at some of the positions computed (the output layer at those rows
+    alone); the cache and those logits are what the pass without it gives. Through a kept
+    context's reuse too, whose own extra positions (the window's new end) are cache-only."""
+    inner = MODELS[name](3)
+    first, second, span = canvases()
+    predicted = torch.tensor([0, 3, 4, 8])
+    for refresh in (True, False):
+        every_cache, some_cache = inner.new_cache(), inner.new_cache()
+        if not refresh:  # a span pass on a full pass's cache
+            inner.cached_logits(second, span, every_cache, True)
+            inner.cached_logits(second, span, some_cache, True)
+        every = inner.cached_logits(second, span, every_cache, refresh)
+        some = inner.cached_logits(second, span, some_cache, refresh, predicted)
+        assert some.shape == every[:, predicted].shape
+        torch.testing.assert_close(some, every[:, predicted], rtol=0, atol=1e-5)  # a product's last
+        #   bits depend on its row count
+        for theirs, ours in zip(every_cache, some_cache):
+            assert torch.equal(theirs.keys, ours.keys) and torch.equal(theirs.values, ours.values)
+    kept = KeptContext(inner)
+    kept.cached_logits(first, torch.arange(40, 50), kept.new_cache(), refresh=True)
+    got = kept.cached_logits(second, span, kept.new_cache(), True, predicted)  # reused
+    assert kept.reused_passes == 1 and got.shape[1] == len(predicted)
+    again = KeptContext(inner)
+    again.cached_logits(first, torch.arange(40, 50), again.new_cache(), refresh=True)
+    every = again.cached_logits(second, span, again.new_cache(), refresh=True)
+    torch.testing.assert_close(got, every[:, predicted], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
 def test_the_same_canvas_again_is_exact_at_any_depth(name):
     inner = MODELS[name](3)
     kept = KeptContext(inner)

@@ -87,9 +87,9 @@ def test_full_passes_come_every_refresh_steps_and_the_rest_are_cached(tiny_backe
         def new_cache(self):
             return self.inner.new_cache()
 
-        def cached_logits(self, ids, positions, cache, refresh):
+        def cached_logits(self, ids, positions, cache, refresh, predicted=None):
             calls.append(refresh)
-            return self.inner.cached_logits(ids, positions, cache, refresh)
+            return self.inner.cached_logits(ids, positions, cache, refresh, predicted)
 
     config = SamplerConfig(steps=10, cache_refresh=4, commit_threshold=1.0, remask_threshold=0.0)
     result = sample(Recording(tiny_backend), ids, editable, config)
@@ -171,11 +171,12 @@ class Recording:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def cached_logits(self, ids, positions, cache, refresh):
+    def cached_logits(self, ids, positions, cache, refresh, predicted=None):
         self.passes.append(None if refresh else positions.tolist())
-        logits = self.inner.cached_logits(ids, positions, cache, refresh)
+        logits = self.inner.cached_logits(ids, positions, cache, refresh, predicted)
+        at = positions if predicted is None else positions[predicted]  # the rows of `logits`
         if self.pad_from is not None:
-            logits[:, positions >= self.pad_from, self.inner.null_id] = 50.0
+            logits[:, at >= self.pad_from, self.inner.null_id] = 50.0
         return logits
 
 
@@ -186,16 +187,22 @@ def test_narrowing_drops_positions_after_one_more_pass_that_caches_their_final_t
     editable[:, 40:60] = True
     predict = CanvasPredictor(network, editable, refresh=8)
     predict(ids)
+    every = CanvasPredictor(tiny_backend, editable, refresh=8)  # the same passes, never narrowed
+    every(ids)
     content = editable.clone()
     content[:, 50:] = False  # e.g. a span's padding, now final
     ids[:, 50:60] = tiny_backend.null_id
     predict.narrow(content)
 
-    second, _ = predict(ids)
+    second, second_probs = predict(ids)
     third, probs = predict(ids)
 
+    # the second pass computes the padding for the cache, its probabilities at the content alone
     assert network.passes == [None, list(range(40, 60)), list(range(40, 50))]
-    assert second.tolist() == list(range(40, 60)) and third.tolist() == list(range(40, 50))
+    assert second.tolist() == list(range(40, 50)) and third.tolist() == list(range(40, 50))
+    assert predict.computed == 20 + 20 + 10
+    _, all_probs = every(ids)
+    torch.testing.assert_close(second_probs, all_probs[:, :10], rtol=0, atol=0)
     _, exact = CanvasPredictor(tiny_backend, content, refresh=1)(ids)  # the nulls in every position
     torch.testing.assert_close(probs, exact, rtol=1e-4, atol=1e-4)
 

@@ -285,9 +285,9 @@ class OutputSpy:
     def logits(self, ids):
         raise AssertionError("recall ran the output layer over the whole canvas")
 
-    def cached_logits(self, ids, positions, cache, refresh):
+    def cached_logits(self, ids, positions, cache, refresh, predicted=None):
         self.asked.append(positions.tolist())
-        return self.inner.cached_logits(ids, positions, cache, refresh)
+        return self.inner.cached_logits(ids, positions, cache, refresh, predicted)
 
 
 def test_recall_scores_only_the_slot_positions():

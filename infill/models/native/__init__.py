@@ -63,12 +63,18 @@ class InfillBackend:
 
     @torch.no_grad()
     def cached_logits(
-        self, ids: torch.Tensor, positions: torch.Tensor, cache: list[LayerCache], refresh: bool
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: list[LayerCache],
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits (B, P, vocab) at `positions` only, reusing the other positions' cached keys
-        and values unless `refresh` (see `InfillModel.cached_logits`)."""
+        """Logits (B, P, vocab) at `positions` only (at `positions[predicted]` if given), reusing
+        the other positions' cached keys and values unless `refresh` (`InfillModel.cached_logits`)."""
         ids, positions = ids.to(self.device), positions.to(self.device)
-        return self.model.cached_logits(ids, positions, cache, refresh).float().cpu()
+        rows = None if predicted is None else predicted.to(self.device)
+        return self.model.cached_logits(ids, positions, cache, refresh, rows=rows).float().cpu()
 
     @torch.no_grad()
     def run_passes(self, passes: list[Pass]) -> list[torch.Tensor]:
@@ -79,7 +85,8 @@ class InfillBackend:
             return self.model(ids, attention_mask=key_mask).logits
 
         outs = run_batch(passes, self.device, full, self.model.cached_logits, self.new_cache)
-        return [out.float().cpu() for out in outs]
+        return [(out if p.predicted is None else out[:, p.predicted.to(self.device)]).float().cpu()
+                for p, out in zip(passes, outs)]  # fmt: skip
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)

@@ -374,8 +374,10 @@ class InfillModel(PreTrainedModel):
         cache: list[LayerCache],
         refresh: bool,
         key_mask: torch.Tensor | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits (B, P, vocab) at `positions` (P,) of the canvas only.
+        """Logits (B, P, vocab) at `positions` (P,) of the canvas only; (B, R, vocab) at `rows`
+        (R,) of them alone if given (the others computed for the cache only).
 
         `refresh`: one pass over the whole canvas that also fills `cache` with every layer's keys
         and values. Otherwise only `positions` are computed, attending to the cached keys and
@@ -402,12 +404,13 @@ class InfillModel(PreTrainedModel):
             cos, sin = cos[positions], sin[positions]
             fused = fused_span_layers(self, x, cos, sin, cache, positions)
             if fused is not None:
-                return self.lm_head(self.norm(fused))
-            if positions.dim() == 2:  # (B, P, D/2) -> (B, 1, P, D/2): each row its positions' angles
-                cos, sin = cos[:, None], sin[:, None]
-            for block, layer in zip(self.blocks, cache):
-                x = block(x, cos, sin, attn_mask, layer, positions)
-        return self.lm_head(self.norm(x))
+                x = fused
+            else:
+                if positions.dim() == 2:  # (B, P, D/2) -> (B, 1, P, D/2): each row its positions' angles
+                    cos, sin = cos[:, None], sin[:, None]
+                for block, layer in zip(self.blocks, cache):
+                    x = block(x, cos, sin, attn_mask, layer, positions)
+        return self.lm_head(self.norm(x if rows is None else x[:, rows]))
 
     def forward(self, input_ids, attention_mask=None, labels=None, **unused):
         """attention_mask (B, L): 1 for real tokens, 0 for padding (padding keys are ignored).
