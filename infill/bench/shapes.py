@@ -359,7 +359,8 @@ class DecidedLength:
         predicted: torch.Tensor | None = None,
     ) -> torch.Tensor:
         logits = self.inner.cached_logits(ids, positions, cache, refresh, predicted)
-        if predicted is None and len(positions) > self.tokens:
+        if predicted is None and len(positions) > self.tokens:  # (passes predicting some of their
+            #   positions come after the length is decided)
             logits[:, self.tokens :, self.null_id] = logits.max() + 30.0
         return logits
 
