@@ -469,9 +469,9 @@ def stats_line(s: RequestStats, summary: str) -> str:
     repair = ""
     if s.repair_passes:
         repair = f" (repair: {s.repair_passes} passes, {s.repair_seconds * 1000:.0f} ms)"
-    predicted = f" predicting {s.predicted} positions" if s.predicted else ""  # block passes cut them
+    computed = f" computing {s.computed} positions" if s.computed else ""  # block passes cut them
     return (f"infill: {summary}, {s.tokens} positions, {s.steps} steps "
-            f"({s.forward_passes} forward passes{predicted}, {s.revisions} revisions"
+            f"({s.forward_passes} forward passes{computed}, {s.revisions} revisions"
             f"{f', syntax retries: {s.retries}' if s.retries else ''}"
             f"{f', token edits: {s.token_edits}' if s.token_edits else ''}"
             f"{f', fresh fills: {s.fresh_fills}' if s.fresh_fills else ''}"

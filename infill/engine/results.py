@@ -38,7 +38,7 @@ class SampleStats:
     seconds: float
     converged: bool  # False: stopped by the step cap
     cached_passes: int = 0  # forward passes over the span positions only (cached context)
-    predicted: int = 0  # span positions the sampler's passes predicted, summed over the passes (a
+    computed: int = 0  # span positions the sampler's passes computed, summed over the passes (a
     #   cached pass costs its positions: block passes cut them; infill.engine.sampler); 0 where a
     #   loop does not count them (DreamOn's growing spans, the authors' loops)
 
@@ -63,5 +63,5 @@ def merge_stats(parts: list[SampleStats]) -> SampleStats:
         seconds=sum(p.seconds for p in parts),
         converged=all(p.converged for p in parts),
         cached_passes=sum(p.cached_passes for p in parts),
-        predicted=sum(p.predicted for p in parts),
+        computed=sum(p.computed for p in parts),
     )

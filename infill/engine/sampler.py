@@ -193,7 +193,7 @@ def sample(
         seconds=time.perf_counter() - started,
         converged=converged,
         cached_passes=passes - predict.full_passes,
-        predicted=predict.computed,
+        computed=predict.computed,
     )
     return SampleResult(x, confidence, stats, first_view=predict.first_view)
 

@@ -140,15 +140,15 @@ def test_a_real_fill_with_block_passes_computes_a_block_or_two_a_pass_and_comes_
     [filled] = result.spans
     assert filled.new_text.strip()
     assert not any(leak in filled.new_text for leak in LEAKS)
-    assert result.stats.predicted == sum(counting.computed)  # what --stats prints
+    assert result.stats.computed == sum(counting.computed)  # what --stats prints
 
 
-def test_the_stats_line_says_how_many_positions_the_passes_predicted():
+def test_the_stats_line_says_how_many_positions_the_passes_computed():
     from infill.cli import stats_line
     from infill.engine.pipeline import RequestStats
 
     stats = RequestStats(steps=4, forward_passes=4, tokens=16, revisions=0, seconds=0.05, converged=True,
-                         predicted=28)  # fmt: skip
-    assert "(4 forward passes predicting 28 positions, 0 revisions)" in stats_line(stats, "1 span(s)")
+                         computed=28)  # fmt: skip
+    assert "(4 forward passes computing 28 positions, 0 revisions)" in stats_line(stats, "1 span(s)")
     unknown = RequestStats(steps=4, forward_passes=4, tokens=16, revisions=0, seconds=0.05, converged=True)
     assert "(4 forward passes, 0 revisions)" in stats_line(unknown, "1 span(s)")  # a loop that does not count

@@ -113,7 +113,7 @@ def test_the_stage_counters_are_the_pipelines_and_the_samplers_stats_keep_only_i
     sampler = part.sampled.stats
     assert type(sampler) is SampleStats and sampler.forward_passes == part.stats.forward_passes
     assert {f.name for f in fields(SampleStats)} == {
-        "steps", "forward_passes", "tokens", "revisions", "seconds", "converged", "cached_passes", "predicted"
+        "steps", "forward_passes", "tokens", "revisions", "seconds", "converged", "cached_passes", "computed"
     }  # fmt: skip
 
 
