@@ -43,7 +43,6 @@ class CanvasPredictor:
         self.calls = 0
         self.full_passes = 0
         self.computed = 0  # positions computed, summed over the passes (what cached passes cost)
-        self.narrowed: torch.Tensor | None = None  # the columns to use after the next pass
         self.special = special_index(denoiser)
         self.keep_first = keep_first
         self.first_view: tuple[torch.Tensor, torch.Tensor] | None = None  # (columns, (P, vocab) log-probs)
@@ -51,19 +50,17 @@ class CanvasPredictor:
     def narrow(self, editable: torch.Tensor) -> None:
         """After the next pass only `editable` (a subset of the positions so far) is wanted, e.g.
         once a span's <null> padding is final. The next pass still computes the positions that
-        leave, so that the cache holds their keys and values with their final tokens (and only
-        `editable`'s probabilities)."""
-        columns = editable.any(0).nonzero().flatten()
-        self.wanted = columns
-        if len(columns) < len(self.columns):
-            self.narrowed = columns
+        leave (not their probabilities), so that the cache holds their keys and values with their
+        final tokens; the passes after it compute `editable` alone."""
+        self.wanted = editable.any(0).nonzero().flatten()
 
     def focus(self, wanted: torch.Tensor) -> None:
         """The next pass computes only the `wanted` positions ((B, L) bool; the same columns serve
         every row), on the cached keys and values of the others, until `focus` is called again
-        (block passes: infill.engine.sampler). Without a cache every pass computes them all."""
+        (block passes: infill.engine.sampler; those not wanted, for the cache, in the next pass
+        only). Without a cache every pass computes them all."""
         if self.caching:
-            self.columns, self.narrowed = wanted.any(0).nonzero().flatten(), None
+            self.columns = wanted.any(0).nonzero().flatten()
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, L) ids -> (columns (P,), probabilities (B, P, vocab) at those positions): the
@@ -79,10 +76,8 @@ class CanvasPredictor:
             logits = self.denoiser.cached_logits(x, columns, self.cache, full, predicted)
         else:
             logits = self.denoiser.logits(x)[:, columns if predicted is None else columns[predicted]]
-        if predicted is not None:
-            columns = columns[predicted]
-        if self.narrowed is not None:
-            self.columns, self.narrowed = self.narrowed, None
+        if predicted is not None:  # the others were computed for the cache, once: not again
+            columns = self.columns = columns[predicted]
         if self.keep_first and self.calls == 1:  # the canvas as laid out, every position masked
             self.first_view = columns, torch.log_softmax(logits[0].float(), -1)
         return columns, allowed_softmax(self.denoiser, logits, self.special)
