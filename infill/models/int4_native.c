@@ -57,8 +57,17 @@ static inline floats bfloat16s(const uint16_t *p) {
 static inline void store(float *out, floats value) { _mm512_storeu_ps(out, value); }
 
 #elif defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVXVNNI__)
 #define WIDE 2
-#define ROWS 2 /* 16 ymm registers: two rows' three sums of two registers each, and the weights */
+#define ROWS 2 /* 16 ymm registers: two rows' three sums of two registers each, and the weights
+                  (4 rows, as AVX2 alone below, not yet measured on a CPU with AVX-VNNI) */
+#else
+/* AVX2 alone: 4 rows a load of weights (their block sums in registers, the rest on the stack)
+   beat 2 rows all in registers: the 7B MLP's layers on an AMD Zen 3, 4-64 rows, 0.79-0.93 times
+   as long (docs/models.md, "AVX2 alone") */
+#define WIDE 4
+#define ROWS 4
+#endif
 typedef struct { __m256i low, high; } ints; /* lanes 0-7, 8-15 */
 typedef struct { __m256 low, high; } floats;
 static inline ints ints_zero(void) { return (ints){_mm256_setzero_si256(), _mm256_setzero_si256()}; }
@@ -71,22 +80,33 @@ static inline void nibbles(const uint8_t *chunk, ints *low, ints *high) {
     *high = (ints){_mm256_and_si256(_mm256_srli_epi16(first, 4), mask),
                    _mm256_and_si256(_mm256_srli_epi16(second, 4), mask)};
 }
-static inline __m256i dot8(__m256i sums, __m256i weights, __m256i x) {
 #if defined(__AVXVNNI__)
+/* 8 int32 lanes + their 4 weights (unsigned bytes) times the same 4 activations (signed bytes) */
+static inline __m256i dot8(__m256i sums, __m256i weights, __m256i x) {
     return _mm256_dpbusd_avx_epi32(sums, weights, x);
-#else /* pairs of byte products in int16 (at most 2 x 15 x 127: never saturates), then pairs of those */
-    __m256i pairs = _mm256_maddubs_epi16(weights, x);
-    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
 }
+static inline __m256i widened(__m256i sums) { return sums; }
+#else
+/* AVX2 has no 4-byte dot product: vpmaddubsw multiplies the bytes and adds them in pairs into 16
+   int16 lanes, and the pairs are added up in those lanes for the whole block of 32 inputs, then
+   widened to int32 (vpmaddwd with ones) once, before the block's scale: one multiply an input
+   pair instead of two, the same integers. Each int16 lane sums 2 inputs a chunk, twice a chunk
+   (its low and high nibbles), BLOCK / 8 chunks: 2 * BLOCK / 4 products of at most 15 x 127
+   (quantize_row's activations are -127..127). */
+_Static_assert(2 * BLOCK / 4 * 15 * 127 <= 32767, "a block's int16 sums must not overflow");
+static inline __m256i dot8(__m256i sums, __m256i weights, __m256i x) {
+    return _mm256_add_epi16(sums, _mm256_maddubs_epi16(weights, x));
+}
+static inline __m256i widened(__m256i sums) { return _mm256_madd_epi16(sums, _mm256_set1_epi16(1)); }
+#endif
 static inline ints dot(ints sums, ints weights, const int8_t *x) {
     __m256i four = _mm256_set1_epi32(*(const int32_t *)x);
     return (ints){dot8(sums.low, weights.low, four), dot8(sums.high, weights.high, four)};
 }
 static inline floats scaled(floats sums, ints dots, float step) {
     __m256 s = _mm256_set1_ps(step);
-    return (floats){_mm256_fmadd_ps(_mm256_cvtepi32_ps(dots.low), s, sums.low),
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots.high), s, sums.high)};
+    return (floats){_mm256_fmadd_ps(_mm256_cvtepi32_ps(widened(dots.low)), s, sums.low),
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(widened(dots.high)), s, sums.high)};
 }
 static inline floats times_plus(floats a, floats b, floats c) {
     return (floats){_mm256_fmadd_ps(a.low, b.low, c.low), _mm256_fmadd_ps(a.high, b.high, c.high)};

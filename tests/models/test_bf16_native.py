@@ -19,7 +19,7 @@ from infill.models.native.model import LayerCache
 CPU_REASONS = (bf16_native.NO_INSTRUCTIONS, "built for Linux on x86-64 only")
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)  # module: before the shipped model's fixture below
 def kernel():
     return require_built(bf16_native.build, "infill's bfloat16 kernel", CPU_REASONS)
 

@@ -64,14 +64,21 @@ def test_the_product_is_the_quantized_product(native, group):
 OTHER_CPUS = {"x86-64-v3": "avx2", "alderlake": "avx_vnni"}  # AVX2 byte products; AVX-VNNI's
 
 
-@pytest.mark.parametrize("march", sorted(OTHER_CPUS))
-def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
+def built_for(march: str, folder) -> ctypes.CDLL:
+    """The kernel built for `march` ("native": this CPU's own build); skipped where this CPU cannot run it."""
+    if march == "native":
+        return int4_native.build().library
     if OTHER_CPUS[march] not in c_build.cpu_flags().split():
         pytest.skip(f"NOT TESTED: this CPU cannot run code built for {march} (no {OTHER_CPUS[march]})")
     flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in int4_native.FLAGS)
-    path = tmp_path / f"int4_{march}.so"
+    path = folder / f"int4_{march}.so"
     assert c_build.compile_library(shutil.which("cc"), int4_native.SOURCE, path, flags) == ""
-    library = int4_native.declared(ctypes.CDLL(str(path)))
+    return int4_native.declared(ctypes.CDLL(str(path)))
+
+
+@pytest.mark.parametrize("march", sorted(OTHER_CPUS))
+def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
+    library = built_for(march, tmp_path)
     torch.manual_seed(3)
     weight = torch.randn(48, 256) * 0.02
     layer = NativeInt4Linear(weight, None, 64)
@@ -81,6 +88,23 @@ def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
         got = int4_native.matmul(x, layer.tiles, layer.scales, layer.offsets, library)
         assert (got - want).abs().max() <= 1e-5 * want.abs().max(), rows
         assert torch.allclose(got, layer(x), atol=1e-5)  # and what this CPU's build gives
+
+
+@pytest.mark.parametrize("march", ["native", *sorted(OTHER_CPUS)])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_the_integer_sums_at_their_largest(native, march, sign, tmp_path):
+    """Every weight at the top of its 4-bit range (15) but one a group, every activation at +-127:
+    the sums the kernel keeps in integers are at their largest (AVX2's int16 sums of a block of
+    32 inputs at 16 x 15 x 127 = 30,480, just under 32,767) and still exact."""
+    library = built_for(march, tmp_path)
+    weight = torch.ones(32, 256)
+    weight[:, ::64] = -1.0  # the group's low end: q = 0 there, 15 everywhere else
+    layer = NativeInt4Linear(weight, None, 64)
+    for rows in (1, 2, 4, 5, 9, 33):
+        x = torch.full((rows, 256), float(sign))
+        want = expected(x, weight, 64)
+        got = int4_native.matmul(x, layer.tiles, layer.scales, layer.offsets, library)
+        assert (got - want).abs().max() <= 1e-5 * want.abs().max(), rows
 
 
 def test_odd_shapes_batches_bias_and_dtypes(native):
