@@ -96,7 +96,10 @@ def test_in_process_clients_that_keep_their_documents_context_skip_most_full_pas
     assert level["fills"] >= 4 and level["failed"] == 0
     # without it every fill is one refresh and 7 span passes (the test above)
     refresh = level["by_kind"].get("refresh", {"forwards": 0, "rows_per_forward": 0.0})
-    assert refresh["forwards"] * refresh["rows_per_forward"] < level["fills"] / 2
+    clients = 2  # each client's first fill has no context to keep: a refresh
+    later_fills = level["fills"] - clients
+    later_refreshes = refresh["forwards"] * refresh["rows_per_forward"] - clients
+    assert later_refreshes < later_fills / 2  # (however few fills a slow machine made in 6 s)
 
 
 def test_the_unmasking_flags_reach_every_fill_in_process_and_over_http(url):
