@@ -3,11 +3,12 @@
 
   peak       the CPU's rate of AVX-512 VNNI (vpdpbusd: 64 byte multiply-adds) and AVX-512 BF16
              (vdpbf16ps: 32 bfloat16 ones) instructions, ten independent sums a loop, on every
-             core at once (a small C program built here with -march=native; skipped without cc
-             or AVX-512), in GMAC/s for all cores;
+             core at once (a small C program built here with -march=native; skipped without cc),
+             in GMAC/s for all cores; on a CPU with AVX2 and not AVX-512, AVX2's byte products
+             as infill's kernel does them there (vpmaddubsw, 32 of them, then vpaddw);
   kernel     infill's 4-bit product (infill.models.int4_native) on one layer that stays in the
              cores' caches (the 0.5B shape's MLP up, half its rows a thread), 1-64 rows of
-             activations: its best rate, GMAC/s, and its share of the VNNI peak;
+             activations: its best rate, GMAC/s, and its share of the integer peak;
   bfloat16   PyTorch's bfloat16 product of the 7B MLP's shape at 64 rows (infill-bench shapes'
              matmul_rate, its compute floor);
   attention  a span pass's attention of the 0.5B shape (14 query heads on 2 key/value heads of 64,
@@ -70,21 +71,71 @@ int main(void) {
 }
 """
 
+AVX2_PEAK_SOURCE = r"""
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#define SUMS(op) op(a0); op(a1); op(a2); op(a3); op(a4); op(a5); op(a6); op(a7); op(a8); op(a9);
+#define BYTES(a) a = _mm256_add_epi16(a, _mm256_maddubs_epi16(w, x))
+int main(void) {
+    const long n = 50000000;
+    double rate = 0;
+#pragma omp parallel reduction(+ : rate)
+    {
+        __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(5);
+        __m256i a0 = _mm256_set1_epi16(0), a1 = _mm256_set1_epi16(1), a2 = _mm256_set1_epi16(2),
+                a3 = _mm256_set1_epi16(3), a4 = _mm256_set1_epi16(4), a5 = _mm256_set1_epi16(5),
+                a6 = _mm256_set1_epi16(6), a7 = _mm256_set1_epi16(7), a8 = _mm256_set1_epi16(8),
+                a9 = _mm256_set1_epi16(9);
+#pragma omp barrier
+        double t = omp_get_wtime();
+        for (long i = 0; i < n; i++) {
+            SUMS(BYTES)
+            __asm__ volatile("" : "+x"(w), "+x"(x));
+        }
+        t = omp_get_wtime() - t;
+        __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
+                                     _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7)));
+        s = _mm256_add_epi16(s, _mm256_add_epi16(a8, a9));
+        if (_mm256_extract_epi16(s, 0) == 42) printf("!");
+        rate += n * 10.0 * 32 / t / 1e9;
+    }
+    printf("%.1f\n", rate);
+    return 0;
+}
+"""
+
+
+def run_program(source_text: str, threads: int) -> str:
+    """What a C program built here for this CPU prints, run on `threads` OpenMP threads."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, program = Path(folder, "peak.c"), Path(folder, "peak")
+        source.write_text(source_text)
+        build = [shutil.which("cc"), "-O2", "-march=native", "-fopenmp", str(source), "-o", str(program)]
+        subprocess.run(build, check=True)
+        return subprocess.run([str(program)], env={"OMP_NUM_THREADS": str(threads)}, capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+
+
+def cpu_flags() -> list[str]:
+    return Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
+
+
+def avx2_peak_rate(threads: int) -> float | None:
+    """AVX2's byte products (vpmaddubsw then vpaddw), GMAC/s of `threads` cores at once; None
+    without a compiler or AVX2, or on a CPU with AVX-512 VNNI (the kernel does not use them there)."""
+    flags = cpu_flags()
+    if shutil.which("cc") is None or "avx2" not in flags or "avx512_vnni" in flags:
+        return None
+    return float(run_program(AVX2_PEAK_SOURCE, threads))
+
 
 def peak_rates(threads: int) -> tuple[float, float] | None:
     """(VNNI, BF16) GMAC/s of `threads` cores at once; None without a compiler or AVX-512 BF16."""
-    compiler = shutil.which("cc")
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    if compiler is None or "avx512_bf16" not in flags or "avx512_vnni" not in flags:
+    flags = cpu_flags()
+    if shutil.which("cc") is None or "avx512_bf16" not in flags or "avx512_vnni" not in flags:
         return None
-    with tempfile.TemporaryDirectory() as folder:
-        source, program = Path(folder, "peak.c"), Path(folder, "peak")
-        source.write_text(PEAK_SOURCE)
-        build = [compiler, "-O2", "-march=native", "-fopenmp", str(source), "-o", str(program)]
-        subprocess.run(build, check=True)
-        out = subprocess.run([str(program)], env={"OMP_NUM_THREADS": str(threads)}, capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
-    vnni, bf16 = map(float, out.split())
+    vnni, bf16 = map(float, run_program(PEAK_SOURCE, threads).split())
     return vnni, bf16
 
 
@@ -137,14 +188,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    peaks = peak_rates(args.threads)
+    peaks, avx2 = peak_rates(args.threads), avx2_peak_rate(args.threads)
     if peaks:
         print(f"peak on {args.threads} cores: VNNI {peaks[0]:.0f} GMAC/s, BF16 {peaks[1]:.0f} GMAC/s")
+    elif avx2:
+        print(f"peak on {args.threads} cores: AVX2 byte products {avx2:.0f} GMAC/s (no AVX-512 VNNI)")
     else:
-        print("peak: not measured (no cc, or no AVX-512 VNNI and BF16)")
+        print("peak: not measured (no cc, or neither AVX-512 VNNI and BF16 nor AVX2)")
+    integer_peak = (peaks[0], "VNNI") if peaks else (avx2, "AVX2") if avx2 else None
     if int4_native.available():
         for rows, rate in kernel_rates(args.threads).items():
-            share = f" ({rate / peaks[0]:.0%} of the VNNI peak)" if peaks else ""
+            share = f" ({rate / integer_peak[0]:.0%} of the {integer_peak[1]} peak)" if integer_peak else ""
             print(f"4-bit kernel, layer in cache, {rows:>2} rows: {rate:.0f} GMAC/s{share}")
     bf16 = matmul_rate(torch.device("cpu")) / 2
     share = f" ({bf16 / peaks[1]:.0%} of the BF16 peak)" if peaks else ""

@@ -1,11 +1,18 @@
 """infill's 4-bit kernel built from today's source against one built from another (a C file: an
 earlier version, `git show COMMIT:infill/models/int4_native.c > old.c`), alternating in one
-process on the same network: the benchmark's ready fill (after an idle refresh, not timed) and next
-fill (from a fork of the kept context the fill before left) of `ready_fill_passes.py`, random int4
-weights, 2 threads. Prints the medians, the ratio fill by fill, and whether both kernels wrote the
-same text. The kernels are swapped where infill asks for them (`int4_native.build`), so the
-modules' products and the C span layers both take the one being timed:
+process, both ways checked to give the same numbers (or text).
 
+`layers`: milliseconds of the 7B shape's MLP layers (up/gate 18,944 x 3,584, down 3,584 x 18,944;
+each made three times over, so that the weights come from memory as in a pass) at 1-64 rows of
+activations, medians of 7, 2 threads; every product compared to the bit.
+
+SHAPE: the benchmark's ready fill (after an idle refresh, not timed) and next fill (from a fork of
+the kept context the fill before left) of `ready_fill_passes.py`, random int4 weights, 2 threads;
+the medians, the ratio fill by fill, and whether both kernels wrote the same text. The kernels are
+swapped where infill asks for them (`int4_native.build`), so the modules' products and the C span
+layers both take the one being timed:
+
+    python docs/experiments/int4_kernel_ab.py OTHER.c layers
     python docs/experiments/int4_kernel_ab.py OTHER.c [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
 """
 
@@ -19,10 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
 from ready_fill_passes import LINE_TOKENS, WINDOW, TimedPasses, ready_fill_setup  # beside this script
 
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models import c_build, int4_native
+from infill.models.int4_native import NativeInt4Linear
 from infill.modes.fill import infill
 
 
@@ -31,35 +40,53 @@ def built(source: Path, folder: Path) -> c_build.Build:
     failure = c_build.compile_library(shutil.which("cc"), source, library, int4_native.FLAGS)
     if failure:
         raise SystemExit(f"{source} did not build: {failure}")
+    return c_build.Build(int4_native.declared(ctypes.CDLL(str(library))))
 
-    return c_build.Build(int4_native.declared(ctypes.CDLL(str(library))), None)
+
+LAYERS = {"7B MLP up/gate": (18944, 3584), "7B MLP down": (3584, 18944)}
 
 
-def main() -> None:
-    other = Path(sys.argv[1])
-    shape = sys.argv[2] if len(sys.argv) > 2 else "open-dcoder-0.5b"
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-    with tempfile.TemporaryDirectory() as folder:
-        kernels = {"today's": int4_native.build(), other.name: built(other, Path(folder))}
-        print({name: build.library.infill_int4_instructions().decode() for name, build in kernels.items()})
-        denoiser, document, span, next_span, options = ready_fill_setup(shape)
-        after_fill = KeptContext(denoiser)
-        infill(TimedPasses(after_fill, LINE_TOKENS, []), document, [span], options)  # the fill before
-        prepared = context_ids(denoiser, document, next_span.start, WINDOW)
-        ready = KeptContext(denoiser)
-        seconds = {(fill, name): [] for fill in ("next", "ready") for name in kernels}
-        texts = {name: set() for name in kernels}
-        for _ in range(rounds):
-            for name, build in kernels.items():
-                int4_native.build = lambda build=build: build  # noqa: E731 (what every product asks)
-                for fill in ("next", "ready"):
-                    if fill == "ready":
-                        ready.refresh(prepared)  # the language server's idle refresh (not timed)
-                    kept = after_fill.fork(denoiser) if fill == "next" else ready
+def layers(kernels: dict) -> None:
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    ours, theirs = kernels
+    for name, (outputs, inputs) in LAYERS.items():
+        copies = [NativeInt4Linear(torch.randn(outputs, inputs) * 0.02, None) for _ in range(3)]
+        for rows in (1, 4, 5, 9, 16, 21, 33, 64):
+            x = torch.randn(rows, inputs)
+            ms: dict = {kernel: [] for kernel in kernels}
+            products = {}
+            for _ in range(7):
+                for kernel, build in kernels.items():
                     started = time.perf_counter()
-                    result = infill(TimedPasses(kept, LINE_TOKENS, []), document, [next_span], options)
-                    seconds[fill, name].append(time.perf_counter() - started)
-                    texts[name].add(result.spans[0].new_text)
+                    products[kernel] = [int4_native.matmul(x, c.tiles, c.scales, c.offsets, build.library)
+                                        for c in copies]  # fmt: skip
+                    ms[kernel].append(1000 * (time.perf_counter() - started) / len(copies))
+            assert all(torch.equal(a, b) for a, b in zip(products[ours], products[theirs])), (name, rows)
+            mine, other = statistics.median(ms[ours]), statistics.median(ms[theirs])
+            print(f"{name}, {rows:>2} rows: {mine:6.2f} ms today's, {other:6.2f} ms {theirs} "
+                  f"({mine / other:.2f}); the same numbers")  # fmt: skip
+
+
+def fills(kernels: dict, shape: str, rounds: int) -> None:
+    denoiser, document, span, next_span, options = ready_fill_setup(shape)
+    after_fill = KeptContext(denoiser)
+    infill(TimedPasses(after_fill, LINE_TOKENS, []), document, [span], options)  # the fill before
+    prepared = context_ids(denoiser, document, next_span.start, WINDOW)
+    ready = KeptContext(denoiser)
+    seconds = {(fill, name): [] for fill in ("next", "ready") for name in kernels}
+    texts = {name: set() for name in kernels}
+    for _ in range(rounds):
+        for name, build in kernels.items():
+            int4_native.build = lambda build=build: build  # noqa: E731 (what every product asks)
+            for fill in ("next", "ready"):
+                if fill == "ready":
+                    ready.refresh(prepared)  # the language server's idle refresh (not timed)
+                kept = after_fill.fork(denoiser) if fill == "next" else ready
+                started = time.perf_counter()
+                result = infill(TimedPasses(kept, LINE_TOKENS, []), document, [next_span], options)
+                seconds[fill, name].append(time.perf_counter() - started)
+                texts[name].add(result.spans[0].new_text)
     ours, theirs = kernels
     for fill in ("next", "ready"):
         ratios = [a / b for a, b in zip(seconds[fill, ours], seconds[fill, theirs])]
@@ -68,6 +95,18 @@ def main() -> None:
               f"{rounds}); today's / {theirs}, fill by fill: median {statistics.median(ratios):.3f} "
               f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
     print(f"the same text both ways: {texts[ours] == texts[theirs]}")
+
+
+def main() -> None:
+    other = Path(sys.argv[1])
+    what = sys.argv[2] if len(sys.argv) > 2 else "open-dcoder-0.5b"
+    with tempfile.TemporaryDirectory() as folder:
+        kernels = {"today's": int4_native.build(), other.name: built(other, Path(folder))}
+        print({name: build.library.infill_int4_instructions().decode() for name, build in kernels.items()})
+        if what == "layers":
+            layers(kernels)
+        else:
+            fills(kernels, what, int(sys.argv[3]) if len(sys.argv) > 3 else 8)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #define ROWS 4 /* 4 or 2: activation rows multiplied with each loaded piece of weights */
 #define WIDE 8 /* the same for products of WIDE_FROM rows or more (fewer unpackings, more registers) */
+#define TAIL 8 /* the most rows one call takes: the rows left after the blocks above */
 typedef __m512i ints;  /* 16 int32 lanes: one output row each */
 typedef __m512 floats; /* 16 float lanes */
 static inline ints ints_zero(void) { return _mm512_setzero_si512(); }
@@ -59,13 +60,16 @@ static inline void store(float *out, floats value) { _mm512_storeu_ps(out, value
 #elif defined(__AVX2__) && defined(__FMA__)
 #if defined(__AVXVNNI__)
 #define WIDE 2
+#define TAIL 2
 #define ROWS 2 /* 16 ymm registers: two rows' three sums of two registers each, and the weights
                   (4 rows, as AVX2 alone below, not yet measured on a CPU with AVX-VNNI) */
 #else
 /* AVX2 alone: 4 rows a load of weights (their block sums in registers, the rest on the stack)
    beat 2 rows all in registers: the 7B MLP's layers on an AMD Zen 3, 4-64 rows, 0.79-0.93 times
-   as long (docs/models.md, "AVX2 alone") */
+   as long; and a tail of 5 rows in one call (a 4-position pass of a shifted family) beat 4 and
+   a tail of 1 (docs/models.md, "AVX2 alone") */
 #define WIDE 4
+#define TAIL 5
 #define ROWS 4
 #endif
 typedef struct { __m256i low, high; } ints; /* lanes 0-7, 8-15 */
@@ -174,15 +178,15 @@ static inline __attribute__((always_inline)) void multiply_rows(
     const int64_t groups = K / G, blocks = K / BLOCK;
     const uint8_t *tile = weights + t * (K / 8) * 64;
     const uint16_t *scale = scales + t * groups * 16, *offset = offsets + t * groups * 16;
-    floats total[WIDE];
+    floats total[TAIL];
     for (int r = 0; r < rows; r++) total[r] = floats_zero();
     for (int64_t g = 0; g < groups; g++) {
-        floats group[WIDE];
+        floats group[TAIL];
         _mm_prefetch((const char *)(scale + g * 16) + PREFETCH / 32, _MM_HINT_T0);
         _mm_prefetch((const char *)(offset + g * 16) + PREFETCH / 32, _MM_HINT_T0);
         for (int r = 0; r < rows; r++) group[r] = floats_zero();
         for (int64_t b = g * (G / BLOCK); b < (g + 1) * (G / BLOCK); b++) {
-            ints dots[WIDE];
+            ints dots[TAIL];
             for (int r = 0; r < rows; r++) dots[r] = ints_zero();
             for (int64_t chunk = b * (BLOCK / 8); chunk < (b + 1) * (BLOCK / 8); chunk++) {
                 ints low, high;
@@ -202,18 +206,20 @@ static inline __attribute__((always_inline)) void multiply_rows(
     for (int r = 0; r < rows; r++) store(out + (m0 + r) * N + t * 16, total[r]);
 }
 
-/* rows m0 .. m0 + rows - 1 (1 <= rows <= WIDE) in one call: one unpacking of the tile's weights */
+/* rows m0 .. m0 + rows - 1 (1 <= rows <= TAIL) in one call: one unpacking of the tile's weights */
 static inline __attribute__((always_inline)) void multiply_some(
     int64_t rows, int64_t m0, int64_t t, const int8_t *xq, const float *sx, const float *xsum, int64_t K,
     int64_t G, const uint8_t *weights, const uint16_t *scales, const uint16_t *offsets, int64_t N, float *out) {
     switch (rows) { /* a constant for each case, so that the sums stay in registers */
-#if WIDE > 4
+#if TAIL > 5
     case 8: multiply_rows(8, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
     case 7: multiply_rows(7, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
     case 6: multiply_rows(6, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
+#endif
+#if TAIL > 4
     case 5: multiply_rows(5, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
 #endif
-#if WIDE > 2
+#if TAIL > 2
     case 4: multiply_rows(4, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
     case 3: multiply_rows(3, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out); break;
 #endif
@@ -223,7 +229,7 @@ static inline __attribute__((always_inline)) void multiply_some(
 }
 
 /* the 16 output columns of tile t: ROWS (from WIDE_FROM rows on, WIDE) rows of activations at a
-   time while more than WIDE are left, then the rest in one call. A tail of 1-4 rows after blocks
+   time while more than TAIL are left, then the rest in one call. A tail of 1-4 rows after blocks
    of 4 unpacked the weights again for itself, and a shifted family computes one position more
    than it asks for: 5 for a block of 4 (7B MLP up/gate, by hand: 5 rows 1.62 -> 1.42 ms, 17 rows
    3.53 -> 2.64 ms; docs/models.md) */
@@ -232,7 +238,7 @@ static void multiply_tile(int64_t t, const int8_t *xq, const float *sx, const fl
                           const uint16_t *offsets, int64_t N, float *out) {
     const int64_t step = M >= WIDE_FROM ? WIDE : ROWS;
     int64_t m0 = 0;
-    for (; M - m0 > WIDE; m0 += step)
+    for (; M - m0 > TAIL; m0 += step)
         multiply_some(step, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
     multiply_some(M - m0, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
 }
