@@ -65,9 +65,9 @@ static inline void store(float *out, floats value) { _mm512_storeu_ps(out, value
                   (4 rows, as AVX2 alone below, not yet measured on a CPU with AVX-VNNI) */
 #else
 /* AVX2 alone: 4 rows a load of weights (their block sums in registers, the rest on the stack)
-   beat 2 rows all in registers: the 7B MLP's layers on an AMD Zen 3, 4-64 rows, 0.79-0.93 times
-   as long; and a tail of 5 rows in one call (a 4-position pass of a shifted family) beat 4 and
-   a tail of 1 (docs/models.md, "AVX2 alone") */
+   beat 2 rows all in registers: the 7B MLP's layers on an AMD Zen 3, 4-64 rows, 0.79-0.94 times
+   as long (by hand); and a tail of 5 rows in one call (a 4-position pass of a shifted family)
+   beat 4 and a tail of 1 (docs/models.md, "AVX2 alone") */
 #define WIDE 4
 #define TAIL 5
 #define ROWS 4
