@@ -12,14 +12,9 @@ refresh (not timed):
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
-from ready_fill_passes import LINE_TOKENS, WINDOW, TimedPasses, ready_fill_setup  # beside this script
-
-from infill.engine.kept_context import KeptContext, context_ids
-from infill.modes.fill import infill
+from ready_fill_passes import paired_fills  # beside this script
 
 
 class EveryRow:
@@ -42,31 +37,8 @@ class EveryRow:
 def main() -> None:
     shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-    denoiser, document, span, next_span, options = ready_fill_setup(shape)
-    after_fill = KeptContext(denoiser)
-    infill(TimedPasses(after_fill, LINE_TOKENS, []), document, [span], options)  # the fill before
-    prepared = context_ids(denoiser, document, next_span.start, WINDOW)
-    kinds = {"with": denoiser, "without": EveryRow(denoiser)}
-    ready = {kind: KeptContext(inner) for kind, inner in kinds.items()}
-    seconds = {(fill, kind): [] for fill in ("next", "ready") for kind in kinds}
-    texts = {kind: set() for kind in kinds}
-    for _ in range(rounds):
-        for kind, inner in kinds.items():
-            for fill in ("next", "ready"):
-                if fill == "ready":
-                    ready[kind].refresh(prepared)  # the language server's idle refresh (not timed)
-                kept = after_fill.fork(inner) if fill == "next" else ready[kind]
-                started = time.perf_counter()
-                result = infill(TimedPasses(kept, LINE_TOKENS, []), document, [next_span], options)
-                seconds[fill, kind].append(time.perf_counter() - started)
-                texts[kind].add(result.spans[0].new_text)
-    for fill in ("next", "ready"):
-        ratios = [a / b for a, b in zip(seconds[fill, "with"], seconds[fill, "without"])]
-        print(f"{shape} {fill} fill: {1000 * statistics.median(seconds[fill, 'with']):.0f} ms with the rows "
-              f"skipped, {1000 * statistics.median(seconds[fill, 'without']):.0f} ms without (medians of "
-              f"{rounds}); with / without, fill by fill: median {statistics.median(ratios):.3f} "
-              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
-    print(f"the same text both ways: {texts['with'] == texts['without']}")
+    kinds = {"with the rows skipped": lambda denoiser: denoiser, "without": EveryRow}
+    paired_fills(shape, kinds, rounds)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from infill.bench.shapes import matmul_rate
-from infill.models import int4_native, layer_ops
+from infill.models import c_build, int4_native, layer_ops
 
 PEAK_SOURCE = r"""
 #include <immintrin.h>
@@ -117,14 +117,10 @@ def run_program(source_text: str, threads: int) -> str:
                               text=True, check=True).stdout  # fmt: skip
 
 
-def cpu_flags() -> list[str]:
-    return Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
-
-
 def avx2_peak_rate(threads: int) -> float | None:
     """AVX2's byte products (vpmaddubsw then vpaddw), GMAC/s of `threads` cores at once; None
     without a compiler or AVX2, or on a CPU with AVX-512 VNNI (the kernel does not use them there)."""
-    flags = cpu_flags()
+    flags = c_build.cpu_flags().split()
     if shutil.which("cc") is None or "avx2" not in flags or "avx512_vnni" in flags:
         return None
     return float(run_program(AVX2_PEAK_SOURCE, threads))
@@ -132,7 +128,7 @@ def avx2_peak_rate(threads: int) -> float | None:
 
 def peak_rates(threads: int) -> tuple[float, float] | None:
     """(VNNI, BF16) GMAC/s of `threads` cores at once; None without a compiler or AVX-512 BF16."""
-    flags = cpu_flags()
+    flags = c_build.cpu_flags().split()
     if shutil.which("cc") is None or "avx512_bf16" not in flags or "avx512_vnni" not in flags:
         return None
     vnni, bf16 = map(float, run_program(PEAK_SOURCE, threads).split())

@@ -27,12 +27,10 @@ import time
 from pathlib import Path
 
 import torch
-from ready_fill_passes import LINE_TOKENS, WINDOW, TimedPasses, ready_fill_setup  # beside this script
+from ready_fill_passes import paired_fills  # beside this script
 
-from infill.engine.kept_context import KeptContext, context_ids
 from infill.models import c_build, int4_native
 from infill.models.int4_native import NativeInt4Linear
-from infill.modes.fill import infill
 
 
 def built(source: Path, folder: Path) -> c_build.Build:
@@ -68,45 +66,28 @@ def layers(kernels: dict) -> None:
                   f"({mine / other:.2f}); the same numbers")  # fmt: skip
 
 
-def fills(kernels: dict, shape: str, rounds: int) -> None:
-    denoiser, document, span, next_span, options = ready_fill_setup(shape)
-    after_fill = KeptContext(denoiser)
-    infill(TimedPasses(after_fill, LINE_TOKENS, []), document, [span], options)  # the fill before
-    prepared = context_ids(denoiser, document, next_span.start, WINDOW)
-    ready = KeptContext(denoiser)
-    seconds = {(fill, name): [] for fill in ("next", "ready") for name in kernels}
-    texts = {name: set() for name in kernels}
-    for _ in range(rounds):
-        for name, build in kernels.items():
-            int4_native.build = lambda build=build: build  # noqa: E731 (what every product asks)
-            for fill in ("next", "ready"):
-                if fill == "ready":
-                    ready.refresh(prepared)  # the language server's idle refresh (not timed)
-                kept = after_fill.fork(denoiser) if fill == "next" else ready
-                started = time.perf_counter()
-                result = infill(TimedPasses(kept, LINE_TOKENS, []), document, [next_span], options)
-                seconds[fill, name].append(time.perf_counter() - started)
-                texts[name].add(result.spans[0].new_text)
-    ours, theirs = kernels
-    for fill in ("next", "ready"):
-        ratios = [a / b for a, b in zip(seconds[fill, ours], seconds[fill, theirs])]
-        print(f"{shape} {fill} fill: {1000 * statistics.median(seconds[fill, ours]):.0f} ms with today's "
-              f"kernel, {1000 * statistics.median(seconds[fill, theirs]):.0f} ms with {theirs} (medians of "
-              f"{rounds}); today's / {theirs}, fill by fill: median {statistics.median(ratios):.3f} "
-              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
-    print(f"the same text both ways: {texts[ours] == texts[theirs]}")
+def switched_to(build: c_build.Build):
+    """A kind for `paired_fills`: every 4-bit product (modules and C span layers) asks
+    `int4_native.build` for its kernel; this kind answers `build`."""
+
+    def switch(denoiser):
+        int4_native.build = lambda: build
+        return denoiser
+
+    return switch
 
 
 def main() -> None:
     other = Path(sys.argv[1])
     what = sys.argv[2] if len(sys.argv) > 2 else "open-dcoder-0.5b"
     with tempfile.TemporaryDirectory() as folder:
-        kernels = {"today's": int4_native.build(), other.name: built(other, Path(folder))}
+        kernels = {"today's kernel": int4_native.build(), other.name: built(other, Path(folder))}
         print({name: build.library.infill_int4_instructions().decode() for name, build in kernels.items()})
         if what == "layers":
             layers(kernels)
         else:
-            fills(kernels, what, int(sys.argv[3]) if len(sys.argv) > 3 else 8)
+            kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
+            paired_fills(what, kinds, int(sys.argv[3]) if len(sys.argv) > 3 else 8)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,41 @@ def ready_fill_setup(shape: str):
     return denoiser, document, span, next_span, options
 
 
+def paired_fills(shape: str, kinds: dict, rounds: int) -> None:
+    """The benchmark's next fill (from a fork of the kept context the fill before left) and ready
+    fill (after an idle refresh, not timed) of `shape`, for two kinds alternating in one process,
+    `rounds` times: the medians, the first kind's time over the second's fill by fill, and whether
+    both wrote the same text. `kinds`: name -> a function called before that kind's fills, given the
+    benchmark's denoiser, returning the denoiser they use (after switching whatever it switches)."""
+    denoiser, document, span, next_span, options = ready_fill_setup(shape)
+    after_fill = KeptContext(denoiser)
+    infill(TimedPasses(after_fill, LINE_TOKENS, []), document, [span], options)  # the fill before
+    prepared = context_ids(denoiser, document, next_span.start, WINDOW)
+    ready: dict = {}
+    seconds = {(fill, kind): [] for fill in ("next", "ready") for kind in kinds}
+    texts = {kind: set() for kind in kinds}
+    for _ in range(rounds):
+        for kind, switch in kinds.items():
+            inner = switch(denoiser)
+            ready.setdefault(kind, KeptContext(inner))
+            for fill in ("next", "ready"):
+                if fill == "ready":
+                    ready[kind].refresh(prepared)  # the language server's idle refresh (not timed)
+                kept = after_fill.fork(inner) if fill == "next" else ready[kind]
+                started = time.perf_counter()
+                result = infill(TimedPasses(kept, LINE_TOKENS, []), document, [next_span], options)
+                seconds[fill, kind].append(time.perf_counter() - started)
+                texts[kind].add(result.spans[0].new_text)
+    first, second = kinds
+    for fill in ("next", "ready"):
+        ratios = [a / b for a, b in zip(seconds[fill, first], seconds[fill, second])]
+        print(f"{shape} {fill} fill: {1000 * statistics.median(seconds[fill, first]):.0f} ms {first}, "
+              f"{1000 * statistics.median(seconds[fill, second]):.0f} ms {second} (medians of {rounds}); "
+              f"the first / the second, fill by fill: median {statistics.median(ratios):.3f} "
+              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
+    print(f"the same text both ways: {texts[first] == texts[second]}")
+
+
 def main() -> None:
     shape = sys.argv[1] if len(sys.argv) > 1 else "open-dcoder-0.5b"
     denoiser, document, span, next_span, options = ready_fill_setup(shape)
