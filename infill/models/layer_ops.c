@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -131,130 +131,203 @@ void infill_rotate_halves_bf16(uint16_t *x, int64_t rows, int64_t heads, int64_t
     }
 }
 
+/* The attention and SwiGLU's vectors: 16 floats with AVX-512, 8 with AVX2 and FMA (most laptops'
+   CPUs), the same code over `vec` for both. Elsewhere there is no attention here (the caller keeps
+   PyTorch's) and SwiGLU is plain C. */
 #if defined(__AVX512F__)
-#define QUERIES 64 /* queries a head's call takes at most: four registers of 16 */
+#define LANES 16
+#define KEYS 4   /* keys scored at a time: independent sums hide the latency */
+#define CHUNK 16 /* a value row's registers summed at a time: all of them (D <= 256) */
+typedef __m512 vec;
+#define vzero _mm512_setzero_ps
+#define vset _mm512_set1_ps
+#define vload _mm512_loadu_ps
+#define vstore _mm512_storeu_ps
+#define vfma _mm512_fmadd_ps
+#define vfnma _mm512_fnmadd_ps
+#define vadd _mm512_add_ps
+#define vsub _mm512_sub_ps
+#define vmul _mm512_mul_ps
+#define vdiv _mm512_div_ps
+#define vmax _mm512_max_ps
+#define vmin _mm512_min_ps
+/* 2^n for whole numbers n in [-126, 127], times p */
+static inline vec times_two_to(vec p, vec n) { return _mm512_scalef_ps(p, n); }
+static inline vec nearest(vec x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* LANES bfloat16 numbers from p as floats, and back (rounded to nearest, ties to even) */
+static inline vec from_bf16_lanes(const uint16_t *p) {
+    const __m256i halves = _mm256_loadu_si256((const __m256i *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
+}
+static inline vec rounded_to_bf16(vec x) {
+    const __m512i bits = _mm512_castps_si512(x);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i up = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
+    return _mm512_castsi512_ps(_mm512_and_si512(up, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define LANES 8
+#define KEYS 3  /* of 16 registers: three keys' sums of up to 4 vectors of queries, their column */
+#define CHUNK 4 /* four queries' sums of four value registers (2-4 keys, 1-4 registers timed) */
+typedef __m256 vec;
+#define vzero _mm256_setzero_ps
+#define vset _mm256_set1_ps
+#define vload _mm256_loadu_ps
+#define vstore _mm256_storeu_ps
+#define vfma _mm256_fmadd_ps
+#define vfnma _mm256_fnmadd_ps
+#define vadd _mm256_add_ps
+#define vsub _mm256_sub_ps
+#define vmul _mm256_mul_ps
+#define vdiv _mm256_div_ps
+#define vmax _mm256_max_ps
+#define vmin _mm256_min_ps
+static inline vec times_two_to(vec p, vec n) {
+    const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
+}
+static inline vec nearest(vec x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vec from_bf16_lanes(const uint16_t *p) {
+    const __m128i halves = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
+}
+static inline vec rounded_to_bf16(vec x) {
+    const __m256i bits = _mm256_castps_si256(x);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i up = _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+    return _mm256_castsi256_ps(_mm256_and_si256(up, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+#endif
 
-/* e^x for 16 floats: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6 polynomial
+#if defined(LANES)
+#define QUERIES 64             /* queries a head's call takes at most */
+#define VECTORS (QUERIES / LANES) /* ... in vectors of LANES queries */
+
+/* e^x for LANES floats: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6 polynomial
    (relative error about 1e-7), 2^n into the exponent; clamped to float's range */
-static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
+static inline vec exp_lanes(vec x) {
+    x = vmin(vmax(x, vset(-87.3f)), vset(88.3f));
+    const vec n = nearest(vmul(x, vset(1.44269504088896341f)));
+    vec r = vfnma(n, vset(0.693359375f), x);
+    r = vfnma(n, vset(-2.12194440e-4f), r);
+    vec p = vset(1.9875691500e-4f);
+    p = vfma(p, r, vset(1.3981999507e-3f));
+    p = vfma(p, r, vset(8.3334519073e-3f));
+    p = vfma(p, r, vset(4.1665795894e-2f));
+    p = vfma(p, r, vset(1.6666665459e-1f));
+    p = vfma(p, r, vset(5.0000001201e-1f));
+    p = vfma(p, vmul(r, r), vadd(r, vset(1.0f)));
+    return times_two_to(p, n);
 }
 
-/* One key/value head: M queries (rows of D) over S keys and values (rows of D) -> out (M rows of
-   D). The queries are held transposed (`qt`: D rows of QUERIES), so that each key's D numbers
-   score 16 queries a multiply-add with no sums across lanes; `scores` (S rows of QUERIES) holds
-   the scores, then their exponentials. W (vectors of 16 queries) and D are constants where it is
-   called, so that the sums stay in registers. */
 /* element i of a float32 (BF = 0) or bfloat16 (BF = 1) array */
 static inline float element(const int BF, const void *p, int64_t i) {
     return BF ? from_bf16(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
-/* 16 elements from element i on */
-static inline __m512 sixteen(const int BF, const void *p, int64_t i) {
-    if (!BF) return _mm512_loadu_ps((const float *)p + i);
-    const __m256i halves = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
+/* LANES elements from element i on, and back */
+static inline vec lanes(const int BF, const void *p, int64_t i) {
+    return BF ? from_bf16_lanes((const uint16_t *)p + i) : vload((const float *)p + i);
 }
-static inline void put_sixteen(const int BF, void *p, int64_t i, __m512 value) {
+static inline void put_lanes(const int BF, void *p, int64_t i, vec value) {
     if (!BF) {
-        _mm512_storeu_ps((float *)p + i, value);
+        vstore((float *)p + i, value);
         return;
     }
-    float numbers[16];
-    _mm512_storeu_ps(numbers, value);
-    for (int j = 0; j < 16; j++) ((uint16_t *)p)[i + j] = to_bf16(numbers[j]);
+    float numbers[LANES];
+    vstore(numbers, value);
+    for (int j = 0; j < LANES; j++) ((uint16_t *)p)[i + j] = to_bf16(numbers[j]);
 }
 
+/* One key/value head: M queries (rows of D) over S keys and values (rows of D) -> out (M rows of
+   D). The queries are held transposed (`qt`: D rows of QUERIES), so that each key's D numbers
+   score LANES queries a multiply-add with no sums across lanes; `scores` (S rows of QUERIES) holds
+   the scores, then their exponentials. W (vectors of queries: lanes past M score zeros, never
+   read) and D are constants where it is called, so that the sums stay in registers. Each score
+   and each output number is one sum in a fixed order, whatever KEYS and CHUNK are. */
 static inline __attribute__((always_inline)) void attend_head(
     const int BF, const int64_t W, const int64_t D, const void *q, int64_t M, const void *k, const void *v,
     int64_t S, float scale, void *out, float *scores, float *qt) {
     memset(qt, 0, sizeof(float) * D * QUERIES);
     for (int64_t m = 0; m < M; m++)
         for (int64_t d = 0; d < D; d++) qt[d * QUERIES + m] = element(BF, q, m * D + d) * scale;
-    __m512 best[4], total[4];
-    for (int64_t w = 0; w < W; w++) best[w] = _mm512_set1_ps(-INFINITY), total[w] = _mm512_setzero_ps();
+    vec best[VECTORS], total[VECTORS];
+    for (int64_t w = 0; w < W; w++) best[w] = vset(-INFINITY), total[w] = vzero();
     int64_t s = 0;
-    for (; s + 4 <= S; s += 4) { /* four keys at a time: independent sums hide the latency */
-        __m512 sums[4][4];
-        for (int a = 0; a < 4; a++)
-            for (int64_t w = 0; w < W; w++) sums[a][w] = _mm512_setzero_ps();
+    for (; s + KEYS <= S; s += KEYS) {
+        vec sums[KEYS][VECTORS];
+        for (int a = 0; a < KEYS; a++)
+            for (int64_t w = 0; w < W; w++) sums[a][w] = vzero();
         for (int64_t d = 0; d < D; d++)
             for (int64_t w = 0; w < W; w++) {
-                const __m512 column = _mm512_loadu_ps(qt + d * QUERIES + 16 * w);
-                for (int a = 0; a < 4; a++)
-                    sums[a][w] = _mm512_fmadd_ps(column, _mm512_set1_ps(element(BF, k, (s + a) * D + d)), sums[a][w]);
+                const vec column = vload(qt + d * QUERIES + LANES * w);
+                for (int a = 0; a < KEYS; a++)
+                    sums[a][w] = vfma(column, vset(element(BF, k, (s + a) * D + d)), sums[a][w]);
             }
-        for (int a = 0; a < 4; a++)
+        for (int a = 0; a < KEYS; a++)
             for (int64_t w = 0; w < W; w++) {
-                _mm512_storeu_ps(scores + (s + a) * QUERIES + 16 * w, sums[a][w]);
-                best[w] = _mm512_max_ps(best[w], sums[a][w]);
+                vstore(scores + (s + a) * QUERIES + LANES * w, sums[a][w]);
+                best[w] = vmax(best[w], sums[a][w]);
             }
     }
     for (; s < S; s++) {
-        __m512 sums[4];
-        for (int64_t w = 0; w < W; w++) sums[w] = _mm512_setzero_ps();
+        vec sums[VECTORS];
+        for (int64_t w = 0; w < W; w++) sums[w] = vzero();
         for (int64_t d = 0; d < D; d++)
             for (int64_t w = 0; w < W; w++)
-                sums[w] = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * QUERIES + 16 * w),
-                                          _mm512_set1_ps(element(BF, k, s * D + d)), sums[w]);
+                sums[w] = vfma(vload(qt + d * QUERIES + LANES * w), vset(element(BF, k, s * D + d)), sums[w]);
         for (int64_t w = 0; w < W; w++) {
-            _mm512_storeu_ps(scores + s * QUERIES + 16 * w, sums[w]);
-            best[w] = _mm512_max_ps(best[w], sums[w]);
+            vstore(scores + s * QUERIES + LANES * w, sums[w]);
+            best[w] = vmax(best[w], sums[w]);
         }
     }
     for (s = 0; s < S; s++)
         for (int64_t w = 0; w < W; w++) {
-            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(scores + s * QUERIES + 16 * w), best[w]));
-            _mm512_storeu_ps(scores + s * QUERIES + 16 * w, e);
-            total[w] = _mm512_add_ps(total[w], e);
+            const vec e = exp_lanes(vsub(vload(scores + s * QUERIES + LANES * w), best[w]));
+            vstore(scores + s * QUERIES + LANES * w, e);
+            total[w] = vadd(total[w], e);
         }
     float inverse[QUERIES];
-    for (int64_t w = 0; w < W; w++)
-        _mm512_storeu_ps(inverse + 16 * w, _mm512_div_ps(_mm512_set1_ps(1.0f), total[w]));
-    const int64_t V = D / 16; /* registers of a value row */
+    for (int64_t w = 0; w < W; w++) vstore(inverse + LANES * w, vdiv(vset(1.0f), total[w]));
+    const int64_t V = D / LANES; /* registers of a value row */
     for (int64_t m0 = 0; m0 < M; m0 += 4) { /* four queries at a time share each value's loads */
         const int64_t count = M - m0 < 4 ? M - m0 : 4;
-        __m512 sums[4][16];
-        for (int64_t a = 0; a < count; a++)
-            for (int64_t j = 0; j < V; j++) sums[a][j] = _mm512_setzero_ps();
-        for (int64_t t = 0; t < S; t++)
-            for (int64_t j = 0; j < V; j++) {
-                const __m512 value = sixteen(BF, v, t * D + 16 * j);
-                for (int64_t a = 0; a < count; a++)
-                    sums[a][j] = _mm512_fmadd_ps(_mm512_set1_ps(scores[t * QUERIES + m0 + a]), value, sums[a][j]);
+        for (int64_t j0 = 0; j0 < V; j0 += CHUNK) {
+            const int64_t chunk = V - j0 < CHUNK ? V - j0 : CHUNK;
+            vec sums[4][CHUNK];
+            for (int64_t a = 0; a < count; a++)
+                for (int64_t j = 0; j < chunk; j++) sums[a][j] = vzero();
+            for (int64_t t = 0; t < S; t++)
+                for (int64_t j = 0; j < chunk; j++) {
+                    const vec value = lanes(BF, v, t * D + LANES * (j0 + j));
+                    for (int64_t a = 0; a < count; a++)
+                        sums[a][j] = vfma(vset(scores[t * QUERIES + m0 + a]), value, sums[a][j]);
+                }
+            for (int64_t a = 0; a < count; a++) {
+                const vec share = vset(inverse[m0 + a]);
+                for (int64_t j = 0; j < chunk; j++)
+                    put_lanes(BF, out, (m0 + a) * D + LANES * (j0 + j), vmul(sums[a][j], share));
             }
-        for (int64_t a = 0; a < count; a++) {
-            const __m512 share = _mm512_set1_ps(inverse[m0 + a]);
-            for (int64_t j = 0; j < V; j++) put_sixteen(BF, out, (m0 + a) * D + 16 * j, _mm512_mul_ps(sums[a][j], share));
         }
     }
 }
 
-#define ATTEND_SHAPES(BF)                                                                  \
-    if (D == 32 && W == 1) attend_head(BF, 1, 32, q, M, k, v, S, scale, out, scores, qt);          \
-    else if (D == 32 && W == 2) attend_head(BF, 2, 32, q, M, k, v, S, scale, out, scores, qt);     \
-    else if (D == 64 && W == 1) attend_head(BF, 1, 64, q, M, k, v, S, scale, out, scores, qt);     \
-    else if (D == 64 && W == 2) attend_head(BF, 2, 64, q, M, k, v, S, scale, out, scores, qt);     \
-    else if (D == 128 && W == 1) attend_head(BF, 1, 128, q, M, k, v, S, scale, out, scores, qt);   \
-    else if (D == 128 && W == 2) attend_head(BF, 2, 128, q, M, k, v, S, scale, out, scores, qt);   \
+/* W (rounded up to 1, 2 or 4 vectors) and D as constants for the common shapes, so that the sums
+   stay in registers */
+#define ATTEND_SHAPES(BF)                                                                    \
+    if (D == 32 && W == 1) attend_head(BF, 1, 32, q, M, k, v, S, scale, out, scores, qt);            \
+    else if (D == 32 && W == 2) attend_head(BF, 2, 32, q, M, k, v, S, scale, out, scores, qt);       \
+    else if (D == 32 && W <= 4) attend_head(BF, 4, 32, q, M, k, v, S, scale, out, scores, qt);       \
+    else if (D == 64 && W == 1) attend_head(BF, 1, 64, q, M, k, v, S, scale, out, scores, qt);       \
+    else if (D == 64 && W == 2) attend_head(BF, 2, 64, q, M, k, v, S, scale, out, scores, qt);       \
+    else if (D == 64 && W <= 4) attend_head(BF, 4, 64, q, M, k, v, S, scale, out, scores, qt);       \
+    else if (D == 128 && W == 1) attend_head(BF, 1, 128, q, M, k, v, S, scale, out, scores, qt);     \
+    else if (D == 128 && W == 2) attend_head(BF, 2, 128, q, M, k, v, S, scale, out, scores, qt);     \
+    else if (D == 128 && W <= 4) attend_head(BF, 4, 128, q, M, k, v, S, scale, out, scores, qt);     \
     else attend_head(BF, W, D, q, M, k, v, S, scale, out, scores, qt);
 
-/* W and D as constants for the common shapes, so that the sums stay in registers */
 static void attend_one(int bf16, const void *q, int64_t M, const void *k, const void *v, int64_t S, int64_t D,
                        float scale, void *out, float *scores, float *qt) {
-    const int64_t W = (M + 15) / 16;
+    const int64_t W = (M + LANES - 1) / LANES;
     if (bf16) {
         ATTEND_SHAPES(1)
     } else {
@@ -266,7 +339,7 @@ static void attend_one(int bf16, const void *q, int64_t M, const void *k, const 
 /* How many queries a head's attention call takes at most (0: this build has no attention; the
    caller keeps PyTorch's), and which head sizes: a multiple of 16 up to 256. */
 int64_t infill_attention_queries(void) {
-#if defined(__AVX512F__)
+#if defined(LANES)
     return QUERIES;
 #else
     return 0;
@@ -279,7 +352,7 @@ int64_t infill_attention_queries(void) {
    0 done; 1 a shape this build does not take (nothing written); 2 no memory for the scores. */
 int infill_attend(const void *q, int64_t heads, int64_t M, const void *k, const void *v, int64_t S,
                   int64_t D, float scale, void *out, int bf16, int threads) {
-#if defined(__AVX512F__)
+#if defined(LANES)
     if (M > QUERIES || D % 16 || D > 256 || M < 1 || S < 1) return 1;
     const int64_t size = bf16 ? 2 : 4;
     int failed = 0;
@@ -313,26 +386,20 @@ int infill_attend(const void *q, int64_t heads, int64_t M, const void *k, const 
 
 /* The MLP's SwiGLU on the fused gate/up product: x (rows x 2n, each row's gate then its up) ->
    out (rows x n) = silu(gate) * up, silu(g) = g / (1 + e^-g); float32, or bfloat16 rounded as
-   PyTorch's bfloat16 operations round (silu's result, then the product). With AVX-512 the
-   exponential is exp16's (relative error about 1e-7), elsewhere the C library's. */
+   PyTorch's bfloat16 operations round (silu's result, then the product). With AVX-512 or AVX2
+   the exponential is exp_lanes' (relative error about 1e-7), elsewhere the C library's. */
 static inline float silu(float g) { return g / (1.0f + expf(-g)); }
 
 void infill_swiglu(const void *x, int64_t rows, int64_t n, void *out, int bf16, int threads) {
 #pragma omp parallel for num_threads(threads) if (rows * n >= PARALLEL_FROM)
     for (int64_t r = 0; r < rows; r++) {
         int64_t i = 0;
-#if defined(__AVX512F__)
-        const __m512 one = _mm512_set1_ps(1.0f);
-        for (; i + 16 <= n; i += 16) {
-            const __m512 g = sixteen(bf16, x, r * 2 * n + i), u = sixteen(bf16, x, r * 2 * n + n + i);
-            __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
-            if (bf16) { /* silu's result rounded to bfloat16 before the product, as PyTorch's */
-                const __m512i bits = _mm512_castps_si512(s);
-                const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-                const __m512i up = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
-                s = _mm512_castsi512_ps(_mm512_and_si512(up, _mm512_set1_epi32((int)0xFFFF0000u)));
-            }
-            put_sixteen(bf16, out, r * n + i, _mm512_mul_ps(s, u));
+#if defined(LANES)
+        for (; i + LANES <= n; i += LANES) {
+            const vec g = lanes(bf16, x, r * 2 * n + i), u = lanes(bf16, x, r * 2 * n + n + i);
+            vec s = vdiv(g, vadd(vset(1.0f), exp_lanes(vsub(vzero(), g))));
+            if (bf16) s = rounded_to_bf16(s); /* silu's result rounded before the product, as PyTorch's */
+            put_lanes(bf16, out, r * n + i, vmul(s, u));
         }
 #endif
         for (; i < n; i++) {

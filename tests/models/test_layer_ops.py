@@ -22,9 +22,9 @@ def built():
 
 @pytest.fixture
 def attention(built):
-    """The build's attention, where it has one (AVX-512: elsewhere PyTorch's runs)."""
+    """The build's attention, where it has one (AVX-512 or AVX2: elsewhere PyTorch's runs)."""
     if layer_ops.most_queries() == 0:
-        pytest.skip("NOT TESTED: infill's C attention: this CPU has no AVX-512 (PyTorch's attention runs)")
+        pytest.skip("NOT TESTED: infill's C attention: neither AVX-512 nor AVX2 here (PyTorch's runs)")
     return built
 
 
@@ -102,6 +102,8 @@ def test_the_mlps_gate(built, rows, n):
         (2, 4, 4, 16, 100, 128),
         (1, 28, 4, 9, 513, 128),
         (3, 8, 2, 2, 5, 32),
+        (1, 14, 2, 3, 50, 64),  # 21 queries a head: 3 vectors of 8 (AVX2) rounded up to 4
+        (1, 10, 2, 8, 70, 64),  # 40: 3 vectors of 16 (AVX-512) rounded up to 4, 5 of 8 (AVX2)
     ],
 )
 def test_attention(attention, batch, heads, kv, queries, keys, D):
