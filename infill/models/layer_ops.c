@@ -138,6 +138,7 @@ void infill_rotate_halves_bf16(uint16_t *x, int64_t rows, int64_t heads, int64_t
 #define LANES 16
 #define KEYS 4   /* keys scored at a time: independent sums hide the latency */
 #define CHUNK 16 /* a value row's registers summed at a time: all of them (D <= 256) */
+#define MOST_QUERIES 64 /* a head's queries a call takes: more ran slower than PyTorch's there */
 typedef __m512 vec;
 #define vzero _mm512_setzero_ps
 #define vset _mm512_set1_ps
@@ -169,6 +170,7 @@ static inline vec rounded_to_bf16(vec x) {
 #define LANES 8
 #define KEYS 3  /* of 16 registers: three keys' sums of up to 4 vectors of queries, their column */
 #define CHUNK 4 /* four queries' sums of four value registers (2-4 keys, 1-4 registers timed) */
+#define MOST_QUERIES 256 /* a head's queries a call takes: up to 256 the span layers in C gain */
 typedef __m256 vec;
 #define vzero _mm256_setzero_ps
 #define vset _mm256_set1_ps
@@ -200,8 +202,9 @@ static inline vec rounded_to_bf16(vec x) {
 #endif
 
 #if defined(LANES)
-#define QUERIES 64             /* queries a head's call takes at most */
+#define QUERIES 64                /* queries a head's run takes at most (its scratch's width) */
 #define VECTORS (QUERIES / LANES) /* ... in vectors of LANES queries */
+#define RUN (4 * LANES)           /* queries a run takes: 4 vectors, whose loops are constant */
 
 /* e^x for LANES floats: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6 polynomial
    (relative error about 1e-7), 2^n into the exponent; clamped to float's range */
@@ -340,7 +343,7 @@ static void attend_one(int bf16, const void *q, int64_t M, const void *k, const 
    caller keeps PyTorch's), and which head sizes: a multiple of 16 up to 256. */
 int64_t infill_attention_queries(void) {
 #if defined(LANES)
-    return QUERIES;
+    return MOST_QUERIES;
 #else
     return 0;
 #endif
@@ -348,13 +351,15 @@ int64_t infill_attention_queries(void) {
 
 /* Softmax attention without a mask, heads x M queries over heads x S keys and values (each head's
    rows contiguous: q and out heads x M x D, k and v heads x S x D), scores scaled by `scale`; the
-   numbers float32, or bfloat16 where `bf16` (computed in float32, the output rounded once).
-   0 done; 1 a shape this build does not take (nothing written); 2 no memory for the scores. */
+   numbers float32, or bfloat16 where `bf16` (computed in float32, the output rounded once). A
+   head's queries go in runs of at most RUN, as even as vectors allow, each run a task for a
+   thread. 0 done; 1 a shape this build does not take (nothing written); 2 no memory. */
 int infill_attend(const void *q, int64_t heads, int64_t M, const void *k, const void *v, int64_t S,
                   int64_t D, float scale, void *out, int bf16, int threads) {
 #if defined(LANES)
-    if (M > QUERIES || D % 16 || D > 256 || M < 1 || S < 1) return 1;
-    const int64_t size = bf16 ? 2 : 4;
+    if (M > MOST_QUERIES || D % 16 || D > 256 || M < 1 || S < 1) return 1;
+    const int64_t size = bf16 ? 2 : 4, runs = (M + RUN - 1) / RUN;
+    const int64_t per_run = ((M + runs - 1) / runs + LANES - 1) / LANES * LANES;
     int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
     {
@@ -370,11 +375,13 @@ int infill_attend(const void *q, int64_t heads, int64_t M, const void *k, const 
         }
         if (held < S) failed = 1;
 #pragma omp for schedule(static)
-        for (int64_t h = 0; h < heads; h++)
-            if (held >= S)
-                attend_one(bf16, (const char *)q + h * M * D * size, M, (const char *)k + h * S * D * size,
-                           (const char *)v + h * S * D * size, S, D, scale, (char *)out + h * M * D * size, scores,
-                           qt);
+        for (int64_t task = 0; task < heads * runs; task++) {
+            const int64_t h = task / runs, m0 = task % runs * per_run;
+            const int64_t count = M - m0 < per_run ? M - m0 : per_run, at = (h * M + m0) * D * size;
+            if (held >= S && count > 0)
+                attend_one(bf16, (const char *)q + at, count, (const char *)k + h * S * D * size,
+                           (const char *)v + h * S * D * size, S, D, scale, (char *)out + at, scores, qt);
+        }
     }
     return failed ? 2 : 0;
 #else
