@@ -18,8 +18,6 @@ layers both take the one being timed:
 
 from __future__ import annotations
 
-import ctypes
-import shutil
 import statistics
 import sys
 import tempfile
@@ -34,11 +32,10 @@ from infill.models.int4_native import NativeInt4Linear
 
 
 def built(source: Path, folder: Path) -> c_build.Build:
-    library = folder / f"{source.stem}.so"
-    failure = c_build.compile_library(shutil.which("cc"), source, library, int4_native.FLAGS)
-    if failure:
-        raise SystemExit(f"{source} did not build: {failure}")
-    return c_build.Build(int4_native.declared(ctypes.CDLL(str(library))))
+    build = c_build.build_elsewhere(source, folder, int4_native.declared, int4_native.FLAGS)
+    if build.library is None:
+        raise SystemExit(f"{source} did not build: {build.reason}")
+    return build
 
 
 LAYERS = {"7B MLP up/gate": (18944, 3584), "7B MLP down": (3584, 18944)}

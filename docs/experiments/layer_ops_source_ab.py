@@ -13,8 +13,6 @@ of a 512-token canvas each way; then the benchmark's next and ready fills (`read
 
 from __future__ import annotations
 
-import ctypes
-import shutil
 import statistics
 import sys
 import tempfile
@@ -29,11 +27,10 @@ from infill.models import c_build
 
 
 def built(source: Path, folder: Path) -> c_build.Build:
-    library = folder / f"{source.stem}.so"
-    failure = c_build.compile_library(shutil.which("cc"), source, library, c_build.FLAGS)
-    if failure:
-        raise SystemExit(f"{source} did not build: {failure}")
-    return c_build.Build(layer_ops.declared(ctypes.CDLL(str(library))))
+    build = c_build.build_elsewhere(source, folder, layer_ops.declared)
+    if build.library is None:
+        raise SystemExit(f"{source} did not build: {build.reason}")
+    return build
 
 
 def switched_to(build: c_build.Build):

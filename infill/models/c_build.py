@@ -75,6 +75,16 @@ def build_unless_switched(
     return built if built.library is None else Build(declare(built.library))
 
 
+def build_elsewhere(
+    source: Path, folder: Path, declare: Callable[[ctypes.CDLL], ctypes.CDLL], flags: tuple[str, ...] = FLAGS
+) -> Build:
+    """`source` built into `folder`, not the cache (another version of a library, which an
+    experiment compares with today's), and its functions declared by `declare`."""
+    library = folder / f"{source.stem}.so"
+    reason = compile_library(shutil.which(os.environ.get("CC", "cc")) or "cc", source, library, flags)
+    return Build(None, reason) if reason else Build(declare(ctypes.CDLL(str(library))))
+
+
 def inference_on_cpu(*tensors: torch.Tensor) -> bool:
     """Whether infill's C calls may serve `tensors` (the callers add their dtypes and whether their
     library is built): all on the CPU, no gradient wanted (the C calls have none), no autocast

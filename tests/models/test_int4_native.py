@@ -13,7 +13,6 @@ tests/models/test_int4.py (its reference network follows the kernel this CPU run
 from __future__ import annotations
 
 import ctypes
-import shutil
 
 import pytest
 import torch
@@ -71,9 +70,9 @@ def built_for(march: str, folder) -> ctypes.CDLL:
     if OTHER_CPUS[march] not in c_build.cpu_flags().split():
         pytest.skip(f"NOT TESTED: this CPU cannot run code built for {march} (no {OTHER_CPUS[march]})")
     flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in int4_native.FLAGS)
-    path = folder / f"int4_{march}.so"
-    assert c_build.compile_library(shutil.which("cc"), int4_native.SOURCE, path, flags) == ""
-    return int4_native.declared(ctypes.CDLL(str(path)))
+    build = c_build.build_elsewhere(int4_native.SOURCE, folder, int4_native.declared, flags)
+    assert build.library is not None, build.reason
+    return build.library
 
 
 @pytest.mark.parametrize("march", sorted(OTHER_CPUS))

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from external import require_built
 
-from infill.models import decoder, layer_ops
+from infill.models import c_build, decoder, layer_ops
 
 
 @pytest.fixture
@@ -120,6 +120,32 @@ def test_attention(attention, batch, heads, kv, queries, keys, D):
         return
     assert got is not None and got.shape == want.shape
     assert close(got, want, 1e-5)
+
+
+def test_the_avx2_build_attends_and_gates_as_pytorch(built, tmp_path, monkeypatch):
+    """The build for AVX2 alone (8 floats a vector: most laptops' CPUs), run where this CPU can,
+    so that a CPU with AVX-512 tests it too."""
+    if not {"avx2", "fma"} <= set(c_build.cpu_flags().split()):
+        pytest.skip("NOT TESTED: this CPU cannot run code built for x86-64-v3 (no AVX2 and FMA)")
+    flags = tuple("-march=x86-64-v3" if flag == "-march=native" else flag for flag in c_build.FLAGS)
+    avx2 = c_build.build_elsewhere(layer_ops.SOURCE, tmp_path, layer_ops.declared, flags)
+    assert avx2.library is not None, avx2.reason
+    monkeypatch.setattr(layer_ops, "build", lambda: avx2)
+    layer_ops.most_queries.cache_clear()
+    try:
+        assert layer_ops.most_queries() == 256
+        for heads, kv, queries, keys, D in [(14, 2, 4, 512, 64), (28, 4, 32, 100, 128), (8, 2, 3, 5, 32)]:
+            torch.manual_seed(keys)
+            q = torch.randn(1, heads, queries, D)
+            k, v = torch.randn(1, kv, keys, D), torch.randn(1, kv, keys, D)
+            k_all, v_all = (t.repeat_interleave(heads // kv, 1) for t in (k, v))
+            want = F.scaled_dot_product_attention(q, k_all, v_all)
+            assert close(layer_ops.attention(q, k, v), want, 1e-5)
+        x = torch.randn(3, 2 * 1056) * 4
+        gate, up = x.chunk(2, dim=-1)
+        assert close(layer_ops.swiglu(x), F.silu(gate) * up, 1e-6)
+    finally:
+        layer_ops.most_queries.cache_clear()  # the build's own, asked again after the test
 
 
 def test_attention_in_bfloat16(attention):
