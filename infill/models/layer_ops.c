@@ -138,7 +138,7 @@ void infill_rotate_halves_bf16(uint16_t *x, int64_t rows, int64_t heads, int64_t
 #define LANES 16
 #define KEYS 4   /* keys scored at a time: independent sums hide the latency */
 #define CHUNK 16 /* a value row's registers summed at a time: all of them (D <= 256) */
-#define MOST_QUERIES 64 /* a head's queries a call takes: more ran slower than PyTorch's there */
+#define MOST_QUERIES 64 /* a head's queries a call takes (more were slower than PyTorch's here) */
 typedef __m512 vec;
 #define vzero _mm512_setzero_ps
 #define vset _mm512_set1_ps
