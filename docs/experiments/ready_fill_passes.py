@@ -73,7 +73,8 @@ def paired_fills(shape: str, kinds: dict, rounds: int) -> None:
     for _ in range(rounds):
         for kind, switch in kinds.items():
             inner = switch(denoiser)
-            ready.setdefault(kind, KeptContext(inner))
+            if kind not in ready:
+                ready[kind] = KeptContext(inner)  # each kind's own, refreshed before each ready fill
             for fill in ("next", "ready"):
                 if fill == "ready":
                     ready[kind].refresh(prepared)  # the language server's idle refresh (not timed)

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import torch
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+NO_COMPILER = "no C compiler (cc) to build it with"
 
 
 class Build(NamedTuple):
@@ -42,9 +43,9 @@ def build_library(source: Path, flags: tuple[str, ...] = FLAGS, refusal: str | N
     CPU's for good and is remembered, other failures are tried again in the next process."""
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         return Build(None, f"built for Linux on x86-64 only, not {platform.system()} on {platform.machine()}")
-    compiler = shutil.which(os.environ.get("CC", "cc"))
+    compiler = c_compiler()
     if compiler is None:
-        return Build(None, "no C compiler (cc) to build it with")
+        return Build(None, NO_COMPILER)
     text = source.read_bytes()
     key = hashlib.sha256(text + " ".join((compiler, *flags, cpu_flags())).encode()).hexdigest()[:16]
     folder = cache_folder()
@@ -80,9 +81,17 @@ def build_elsewhere(
 ) -> Build:
     """`source` built into `folder`, not the cache (another version of a library, which an
     experiment compares with today's), and its functions declared by `declare`."""
+    compiler = c_compiler()
+    if compiler is None:
+        return Build(None, NO_COMPILER)
     library = folder / f"{source.stem}.so"
-    reason = compile_library(shutil.which(os.environ.get("CC", "cc")) or "cc", source, library, flags)
+    reason = compile_library(compiler, source, library, flags)
     return Build(None, reason) if reason else Build(declare(ctypes.CDLL(str(library))))
+
+
+def c_compiler() -> str | None:
+    """The C compiler's path ($CC, else cc), or None where there is none."""
+    return shutil.which(os.environ.get("CC", "cc"))
 
 
 def inference_on_cpu(*tensors: torch.Tensor) -> bool:
