@@ -355,6 +355,9 @@ def loading(args: argparse.Namespace) -> dict:
         folder = args.checkpoint_dir / name
         write_checkpoint(name, folder)
         rows.append(measure_loading(name, folder, args.quantize, args.threads))
+        if args.quantize == "int4":  # the packed network kept on disk: written, then read back
+            rows.append(measure_loading(name, folder, args.quantize, args.threads, keep=True))
+            rows.append(measure_loading(name, folder, args.quantize, args.threads, keep=True))
     print(f"loading a random bfloat16 checkpoint in the published layout, {args.threads or 'all'} threads")
     print(format_rows(rows))
     return {"rows": [r.__dict__ for r in rows]}

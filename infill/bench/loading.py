@@ -12,6 +12,7 @@ the time it took and what it holds once loaded. A fresh process, so nothing meas
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from infill.models.decoder import DecoderConfig, Rows
+from infill.models.packed_cache import SWITCH
 
 SHARD_BYTES = 4 * 10**9  # the published 7B checkpoints' shards are about 4 GB
 
@@ -35,6 +37,7 @@ class LoadingRow:
     seconds: float
     peak_mib: float  # the loading process's peak resident memory
     loaded_mib: float  # what it holds once loaded
+    way: str = "packed"  # "packed" (not kept), "packed, kept" (and written), "kept file" (read back)
 
 
 def write_checkpoint(shape: str, directory: Path) -> float:
@@ -88,8 +91,12 @@ def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
     return {name: tuple(parameter.shape) for name, parameter in network.named_parameters()}
 
 
-def measure_loading(shape: str, directory: Path, quantize: str, threads: int | None) -> LoadingRow:
-    """Load the checkpoint in `directory` in a fresh process with `quantize`; its figures."""
+def measure_loading(
+    shape: str, directory: Path, quantize: str, threads: int | None, keep: bool = False
+) -> LoadingRow:
+    """Load the checkpoint in `directory` in a fresh process with `quantize`; its figures. `keep`:
+    with infill's kept packed networks at any size (infill.models.packed_cache; else switched off),
+    so that a 4-bit load writes its file, or reads the one an earlier load wrote."""
     command = [
         sys.executable,
         "-m",
@@ -99,12 +106,15 @@ def measure_loading(shape: str, directory: Path, quantize: str, threads: int | N
         quantize,
         str(threads or 0),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    environment = {**os.environ, SWITCH: "always" if keep else "off"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
     if done.returncode != 0:
         raise SystemExit(f"infill-bench loading: loading {directory} failed:\n{done.stderr[-2000:]}")
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     size = sum(path.stat().st_size for path in directory.glob("*.safetensors")) / 1e9
-    return LoadingRow(shape=shape, quantize=quantize, checkpoint_gb=size, **figures)
+    way = "kept file" if "the packed network from" in done.stderr else "packed"
+    way += ", kept" if "kept the packed network" in done.stderr else ""
+    return LoadingRow(shape=shape, quantize=quantize, checkpoint_gb=size, way=way, **figures)
 
 
 def load_here(shape: str, directory: Path, quantize: str, threads: int) -> dict:
@@ -130,10 +140,11 @@ def load_here(shape: str, directory: Path, quantize: str, threads: int) -> dict:
 
 
 def format_rows(rows: list[LoadingRow]) -> str:
-    lines = [f"{'shape':18} {'quantize':>8} {'on disk':>8} {'load s':>7} {'peak MiB':>9} {'loaded MiB':>10}"]
+    lines = [f"{'shape':18} {'quantize':>8} {'on disk':>8} {'load s':>7} {'peak MiB':>9} {'loaded MiB':>10}"
+             "  how"]  # fmt: skip
     for r in rows:
         lines.append(f"{r.shape:18} {r.quantize:>8} {r.checkpoint_gb:6.1f}GB {r.seconds:7.1f} {r.peak_mib:9.0f} "  # noqa: E501
-                     f"{r.loaded_mib:10.0f}")  # fmt: skip
+                     f"{r.loaded_mib:10.0f}  {r.way}")  # fmt: skip
     return "\n".join(lines)
 
 

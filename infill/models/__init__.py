@@ -20,7 +20,8 @@ The modules, by role:
     native/         this project's own model; dream, llada: the published families; decoder:
                     their network; denoiser: the network behind the interface; remote: their own code
     vocabulary      checkpoints' tokenizers; defaults: each family's sampler settings
-    weights         safetensors, tensor by tensor; quantize, int4: int8 and 4-bit weights
+    weights         safetensors, tensor by tensor; quantize, int4: int8 and 4-bit weights;
+                    packed_cache: a checkpoint's 4-bit network kept on disk for the next load
     hub_cache       names in the local Hugging Face cache; catalog: what `infill models` lists
     model_info      what a model folder is (its card for --version and the server), without torch
 

@@ -520,8 +520,12 @@ def test_shapes_prints_each_pass_beside_its_floors_and_int4_reads_a_sixth_of_flo
 
 
 @pytest.mark.slow
-def test_loading_writes_a_checkpoint_in_the_published_layout_and_measures_a_fresh_process(tmp_path, capsys):
+def test_loading_writes_a_checkpoint_in_the_published_layout_and_measures_a_fresh_process(
+    tmp_path, capsys, monkeypatch
+):
     from safetensors import safe_open
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the packed network kept here
 
     out = tmp_path / "loading.json"
     assert bench.main(["loading", "--shapes", "dream-7b-tiny", "--quantize", "int4", "--checkpoint-dir",
@@ -531,8 +535,11 @@ def test_loading_writes_a_checkpoint_in_the_published_layout_and_measures_a_fres
     assert "model.layers.1.mlp.down_proj.weight" in index and "lm_head.weight" in index
     with safe_open(str(folder / index["lm_head.weight"]), framework="pt") as shard:
         assert shard.get_tensor("lm_head.weight").dtype == torch.bfloat16
-    [row] = json.loads(out.read_text())["rows"]
-    assert row["quantize"] == "int4" and row["seconds"] > 0 and 0 < row["loaded_mib"] <= row["peak_mib"]
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["way"] for row in rows] == ["packed", "packed, kept", "kept file"]
+    for row in rows:
+        assert row["quantize"] == "int4" and row["seconds"] > 0 and 0 < row["loaded_mib"] <= row["peak_mib"]
+    assert len(list((tmp_path / "cache" / "infill" / "packed").glob("*.safetensors"))) == 1
     assert "peak MiB" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--checkpoint-dir"):
         bench.main(["loading", "--shapes", "dream-7b-tiny"])
