@@ -222,7 +222,7 @@ def read(build: Callable[[], nn.Module], key: str) -> nn.Module | None:
                     module.register_buffer(attribute, value)
         if any(t.is_meta for t in network.state_dict(keep_vars=True).values()):
             raise ValueError("some of this network's tensors are not in it")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, struct.error) as error:
         print(f"infill: the kept packed network {path} does not fit ({error}): removed, packing again",
               file=sys.stderr)  # fmt: skip
         path.unlink(missing_ok=True)

@@ -124,6 +124,9 @@ def test_a_broken_file_is_removed_and_the_checkpoint_packed_again(tmp_path, cach
     assert torch.equal(logits(first), logits(again))
     (rewritten,) = kept_files(cache)
     assert rewritten == kept and rewritten.stat().st_size == whole  # written whole again
+    kept.write_bytes(b"")  # emptied
+    assert torch.equal(logits(first), logits(load(folder, quantize="int4")))
+    assert kept.stat().st_size == whole
     assert same_tensors(tensors(first), tensors(load(folder, quantize="int4")))
 
 
