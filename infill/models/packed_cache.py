@@ -62,15 +62,28 @@ def enabled(files: list[Path]) -> bool:
     return switch == "always" or sum(path.stat().st_size for path in files) >= MIN_BYTES
 
 
+def key_for(
+    kind: str, network: nn.Module, files: list[Path], names: dict, device: torch.device, dtype: torch.dtype
+) -> str | None:
+    """The kept file's name for a load of `files` quantized as `kind` on `device` (`cache_key`),
+    or None where that load keeps nothing: not 4-bit on the CPU, or not `enabled`."""
+    if kind != "int4" or device.type != "cpu" or not enabled(files):
+        return None
+    import infill.models.int4_native as int4_native
+
+    return cache_key(network, files, names, dtype, int4_native.description())
+
+
 def cache_key(network: nn.Module, files: list[Path], names: dict, dtype: torch.dtype, kernel: str) -> str:
     """The file name (without its folder) for `network` (built, on the meta device) loaded from
     `files` with `names` in `dtype` by `kernel` (its description): "<where>-<everything>", where
     the first part names the checkpoint's files and the second everything the numbers depend on
     (the files' sizes and times among it)."""
     paths = [str(path.resolve()) for path in files]
+    stats = [Path(path).stat() for path in paths]
     here = Path(__file__).parent
     everything = {
-        "files": [(path, Path(path).stat().st_size, Path(path).stat().st_mtime_ns) for path in paths],
+        "files": [(path, stat.st_size, stat.st_mtime_ns) for path, stat in zip(paths, stats)],
         "format": FORMAT,
         "torch": torch.__version__,
         "kernel": kernel,
@@ -203,44 +216,28 @@ def read(build: Callable[[], nn.Module], key: str) -> nn.Module | None:
         with open(path, "rb") as kept:
             metadata, places = header_of(kept)
             modules = json.loads(metadata["modules"])
-            names = set(places)
             for name, made in modules.items():
                 parent, _, attribute = name.rpartition(".")
-                setattr(network.get_submodule(parent), attribute, shell(made, kept, places, name))
-            expected = set(network.state_dict(keep_vars=True))
-            if expected != names:
-                raise ValueError(
-                    f"it holds other tensors than this network's ({len(names ^ expected)} differ)"
-                )
-            for name in sorted(expected - {f"{m}.{t}" for m in modules for t in tensors_of(network, m)}):
+                setattr(network.get_submodule(parent), attribute, shell(made))
+            for name in sorted(places):
                 owner, _, attribute = name.rpartition(".")
-                value = tensor_from(kept, places[name])
-                module = network.get_submodule(owner)
-                if attribute in module._parameters:
-                    setattr(module, attribute, nn.Parameter(value, requires_grad=False))
-                else:
-                    module.register_buffer(attribute, value)
-        if any(t.is_meta for t in network.state_dict(keep_vars=True).values()):
-            raise ValueError("some of this network's tensors are not in it")
+                put(network.get_submodule(owner), attribute, tensor_from(kept, places[name]),
+                    modules[owner]["parameters"] if owner in modules else None)  # fmt: skip
+        state = network.state_dict(keep_vars=True)
+        if set(state) != set(places) or any(t.is_meta for t in state.values()):
+            raise ValueError("it holds other tensors than this network's")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, struct.error) as error:
         print(f"infill: the kept packed network {path} does not fit ({error}): removed, packing again",
               file=sys.stderr)  # fmt: skip
         path.unlink(missing_ok=True)
         return None
+    print(f"infill: the packed network from {path}", file=sys.stderr)
     return network
 
 
-def tensors_of(network: nn.Module, name: str) -> list[str]:
-    module = network.get_submodule(name)
-    return [n for n, _ in module.named_parameters(recurse=False)] + [
-        n for n, _ in module.named_buffers(recurse=False)
-    ]
-
-
-def shell(made: dict, kept: BinaryIO, places: dict, name: str) -> nn.Module:
-    """The packed module `made` describes (its class, settings and parameters), its tensors read
-    from the file `kept` (where `places` says) under `name.`: the module packing made, without
-    packing."""
+def shell(made: dict) -> nn.Module:
+    """The packed module `made` describes (its class and settings), without its tensors (`put`
+    gives them): the module packing made, without packing."""
     from infill.models.int4 import Int4Linear
     from infill.models.int4_native import NativeInt4Linear
     from infill.models.quantize import Int8Embedding
@@ -250,15 +247,24 @@ def shell(made: dict, kept: BinaryIO, places: dict, name: str) -> nn.Module:
     nn.Module.__init__(module)
     for attribute, value in made["attributes"].items():
         setattr(module, attribute, getattr(torch, value["dtype"]) if isinstance(value, dict) else value)
-    own = sorted(key for key in places if key.startswith(f"{name}.") and "." not in key[len(name) + 1 :])
-    for key in own:
-        attribute = key[len(name) + 1 :]
-        value = tensor_from(kept, places[key])
-        if attribute in made["parameters"]:
-            setattr(module, attribute, nn.Parameter(value, requires_grad=False))
-        else:
-            module.register_buffer(attribute, value)
     return module
+
+
+def put(module: nn.Module, attribute: str, value: torch.Tensor, parameters: list[str] | None) -> None:
+    """`value` as `module`'s tensor `attribute`: a packed module's (a `shell`: `parameters` names
+    its parameters, the rest are buffers), or one the network was built with, of the same shape
+    (ValueError otherwise)."""
+    if parameters is None:
+        built = module._parameters.get(attribute, module._buffers.get(attribute))
+        if built is None or built.shape != value.shape:
+            raise ValueError(f"{attribute} of {type(module).__name__} is not a tensor of that shape here")
+        parameter = attribute in module._parameters
+    else:
+        parameter = attribute in parameters
+    if parameter:
+        setattr(module, attribute, nn.Parameter(value, requires_grad=False))
+    else:
+        module.register_buffer(attribute, value)
 
 
 def header_of(kept: BinaryIO) -> tuple[dict, dict[str, tuple[torch.dtype, list[int], int, int]]]:

@@ -21,7 +21,6 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from tqdm import tqdm
 
-import infill.models.int4_native as int4_native
 import infill.models.packed_cache as packed_cache
 from infill.errors import ModelError
 from infill.models.decoder import Rows
@@ -127,26 +126,16 @@ def load_network(
         if loading is None:
             load_weights(module, files, names, ignore, device=device, dtype=dtype)
             return module
-        key = kept_key(loading, module, files, names, device, dtype)
-        if key is not None:
+        key = packed_cache.key_for(loading.kind, module, files, names, device, dtype)
+        if key is not None:  # read into a module of its own: a file that does not fit leaves this one as is
             kept = packed_cache.read(lambda: build_meta(make), key)
             if kept is not None:
-                print(f"infill: the packed network from {packed_cache.folder() / key}", file=sys.stderr)
                 return kept
         load_weights(module, files, names, ignore, device=device, dtype=dtype, loaded=loading.loaded,
                      stored=loading.stored)  # fmt: skip
         if key is not None:
             packed_cache.keep(module, key)
     return module
-
-
-def kept_key(loading, module: nn.Module, files: list[Path], names: dict, device: torch.device,
-             dtype: torch.dtype) -> str | None:  # fmt: skip
-    """The packed network's file name in infill's cache (infill.models.packed_cache) for a 4-bit
-    load on the CPU of a checkpoint big enough to keep; None for any other load."""
-    if loading.kind != "int4" or device.type != "cpu" or not packed_cache.enabled(files):
-        return None
-    return packed_cache.cache_key(module, files, names, dtype, int4_native.description())
 
 
 def load_weights(
