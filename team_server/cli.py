@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from infill.engine.batching import SCHEDULES, schedule_for
 from team_server.auth import BODY_LIMIT, BURST, RATE, load_tokens
 from team_server.config import MAX_QUEUE, REQUEST_TIMEOUT, ServerConfig
 
@@ -76,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "changed, not its whole window (fills then differ from the CLI's in the last "
                         "bits, as the language server's do; the windows stay in memory, never on disk "
                         "or in a log; default 0: every request from nothing, nothing kept)")
+    engine.add_argument("--schedule", default="auto", choices=SCHEDULES,
+                        help="which requests' passes a forward runs: shared (all those waiting, in one "
+                        "forward: a GPU's), fewest-passes (one request a forward, the one that has run "
+                        "the fewest: a CPU's, where a forward's time grows with its rows, so short fills "
+                        "stay quick under load); default auto: fewest-passes on a CPU, shared on a GPU")
     engine.add_argument("--cpus", type=int, default=None, metavar="N",
                         help="CPUs of the local Ray (default: all; not with --address)")  # fmt: skip
     return parser
@@ -106,7 +112,7 @@ def config_of(args: argparse.Namespace) -> tuple[ServerConfig, int, tuple[int, i
                           threads=args.threads, max_queue=args.max_queue,
                           request_timeout=args.request_timeout, tokens=tokens, rate=args.rate,
                           burst=args.burst, body_limit=BODY_LIMIT,
-                          kept_contexts=args.kept_contexts)  # fmt: skip
+                          kept_contexts=args.kept_contexts, schedule=args.schedule)  # fmt: skip
     return config, args.replicas, autoscale
 
 
@@ -160,8 +166,10 @@ def serve_command(argv: list[str]) -> int:
             return EXIT_MODEL
         scheme = "https" if args.tls_cert is not None else "http"
         count = f"{autoscale[0]}-{autoscale[1]}" if autoscale else str(replicas)
+        schedule = schedule_for(config.schedule, on_cpu=not gpus)
         print(f"infill serve: {scheme}://{args.host}:{args.port} ({count} replica(s), "
-              f"{'1 GPU' if gpus else 'CPU'} each); Ctrl-C stops", file=sys.stderr)  # fmt: skip
+              f"{'1 GPU' if gpus else 'CPU'} each, schedule {schedule}); Ctrl-C stops",
+              file=sys.stderr)  # fmt: skip
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

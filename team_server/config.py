@@ -24,6 +24,7 @@ class ServerConfig:
     max_rows: int = MAX_ROWS  # the batching driver's (infill.engine.batching)
     max_live: int = MAX_LIVE
     gather_s: float = GATHER_S
+    schedule: str = "auto"  # which pending passes a forward takes: one of infill.engine.batching.SCHEDULES
     max_queue: int = MAX_QUEUE
     request_timeout: float = REQUEST_TIMEOUT
     tokens: tuple[tuple[str, str], ...] | None = None  # (digest, name) pairs; None: no token asked

@@ -61,7 +61,8 @@ class Replica:
         self.denoiser = denoiser
         self.config = config
         self.info = info
-        self.driver = BatchingDriver(denoiser, config.max_rows, config.max_live, config.gather_s).start()
+        self.driver = BatchingDriver(denoiser, config.max_rows, config.max_live, config.gather_s,
+                                     config.schedule).start()
         self.trimmer = Trimmer().start()  # freed memory back to the system (team_server.memory)
         self.gate = Gate(config.digests(), config.limits())
         self.contexts = DocumentContexts(config.kept_contexts) if config.kept_contexts else None

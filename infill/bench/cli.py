@@ -80,6 +80,7 @@ from infill.bench.quality import PLOT_CAPS, REPAIR_FLAGS, engine_options, rule_o
 from infill.bench.sizes import CONTEXTS, SIZES, parse_sizes
 from infill.bench.tasks import KINDS, code_lines, heldout_sources, make_tasks
 from infill.cli import add_renamed_flags
+from infill.engine.batching import SCHEDULES
 from infill.errors import ModelError
 from infill.models import load
 from infill.models.base import Denoiser
@@ -374,18 +375,20 @@ def serve(args: argparse.Namespace) -> dict | None:
     server = None
     try:
         if args.in_process:
-            target, where = in_process_target(args), "in-process batching driver"
+            target = in_process_target(args)
+            where = f"in-process batching driver, schedule {target.driver.schedule}"
         elif args.url:
             target = HttpTarget(args.url, bearer(args.token), setting_names(sampler_rules(args)))
             where = args.url
         else:
             log = Path(tempfile.gettempdir()) / "infill-bench-serve.log"
-            server = LocalServer(args.threads or 2, str(args.model) if args.model else None, log)
+            server = LocalServer(args.threads or 2, str(args.model) if args.model else None, log,
+                                 args.schedule)  # fmt: skip
             print(f"infill-bench serve: starting `infill serve` on {server.url} (log: {log})",
                   file=sys.stderr)  # fmt: skip
             server.wait()
             target = HttpTarget(server.url, {}, setting_names(sampler_rules(args)))
-            where = f"infill serve --threads {args.threads or 2}"
+            where = f"infill serve --threads {args.threads or 2} --schedule {args.schedule}"
         result = bench_serve(target, clients, args.seconds, args.soak, args.soak_clients, where)
     except RuntimeError as error:
         print(f"infill-bench serve: {error}", file=sys.stderr)
@@ -420,10 +423,11 @@ def in_process_target(args: argparse.Namespace):
         if args.threads:
             torch.set_num_threads(args.threads)
         denoiser = random_denoiser(name, device, dtype, args.quantize)
-        return DriverTarget(denoiser, with_sampler(random_weight_options(), rules), args.kept_context)
+        options = with_sampler(random_weight_options(), rules)
+        return DriverTarget(denoiser, options, args.kept_context, args.schedule)
     denoiser = load(str(args.model) if args.model else None, args.device, args.dtype, threads=args.threads,
                     quantize=args.quantize)  # fmt: skip
-    return DriverTarget(denoiser, with_sampler(InfillOptions(), rules), args.kept_context)
+    return DriverTarget(denoiser, with_sampler(InfillOptions(), rules), args.kept_context, args.schedule)
 
 
 def sampler_rules(args: argparse.Namespace) -> dict:
@@ -560,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve: the batching driver in this process, no HTTP or Ray (with --shapes "
                         "NAME: that shape with random weights)")  # fmt: skip
     parser.add_argument("--token", default=None, help="serve: its bearer token")
+    parser.add_argument("--schedule", default="auto", choices=SCHEDULES,
+                        help="serve: the batching driver's schedule, in-process or in the server "
+                        "started here (infill serve --schedule; default auto)")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None,
                         help="also write the results (every task) here; gzip-compressed if PATH ends in .gz")
     return parser

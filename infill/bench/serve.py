@@ -217,12 +217,13 @@ class DriverTarget:
     (its copy of the file) keeps its document's context between its fills, as a language server
     keeps an open document's (infill.engine.kept_context): a next fill's first pass computes what changed."""
 
-    def __init__(self, denoiser: Any, options: Any = None, kept_context: bool = False) -> None:
+    def __init__(self, denoiser: Any, options: Any = None, kept_context: bool = False,
+                 schedule: str = "auto") -> None:  # fmt: skip
         from infill.engine.batching import MAX_LIVE, BatchingDriver
         from infill.engine.kept_context import DocumentContexts
 
         self.denoiser, self.options = denoiser, options
-        self.driver = BatchingDriver(denoiser).start()
+        self.driver = BatchingDriver(denoiser, schedule=schedule).start()
         self.contexts = DocumentContexts(documents=4 * MAX_LIVE) if kept_context else None
 
     def ask(self, body: dict) -> str | None:
@@ -403,10 +404,11 @@ def free_port() -> int:
 class LocalServer:
     """`infill serve` in a process of its own, on a free port of 127.0.0.1, until `stop`."""
 
-    def __init__(self, threads: int, model: str | None, log: Path) -> None:
+    def __init__(self, threads: int, model: str | None, log: Path, schedule: str = "auto") -> None:
         self.port = free_port()
         command = [sys.executable, "-m", "infill.cli", "serve", "--port", str(self.port),
-                   "--threads", str(threads), "--cpus", str(os.cpu_count() or 2)]  # fmt: skip
+                   "--threads", str(threads), "--cpus", str(os.cpu_count() or 2),
+                   "--schedule", schedule]  # fmt: skip
         if model:
             command += ["--model", model]
         self.log = log.open("w")

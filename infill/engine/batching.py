@@ -20,7 +20,9 @@ The driver's loop, between two forwards:
     admit      queued requests start, up to `max_live` at once
     gather     wait until every live request has a pass pending, or the oldest pending pass has
                waited `gather_s` (a request busy parsing does not hold the others up longer)
-    take       pending passes, oldest first, up to `max_rows` rows in all (at least one pass);
+    take       pending passes, as the driver's schedule says (`SCHEDULES`): with "shared", all of
+               them, oldest first, up to `max_rows` rows in all (at least one pass); with
+               "fewest-passes", the pass of one request, the one that has run the fewest;
                a cancelled request's pass is not run: the request gets Cancelled and leaves
     forward    the passes taken, one forward per kind ("full", "refresh", "span": the denoiser's
                `run_passes`, infill.models.batching), and for passes over whole canvases (full,
@@ -87,6 +89,41 @@ if TYPE_CHECKING:  # the interface of every model family (infill.models)
 MAX_ROWS = 64  # rows in one forward (a pass with more runs alone)
 MAX_LIVE = 16  # requests running at once; the others wait in the queue
 GATHER_S = 0.005  # how long a pending pass may wait for the other live requests' passes
+
+SCHEDULES = ("auto", "shared", "fewest-passes")
+"""Which of the pending passes a forward takes (`BatchingDriver`'s `schedule`; `infill serve
+--schedule`):
+
+    shared         all of them, oldest first, up to `max_rows` rows: one forward for every request
+                   waiting. For a device that a forward of one canvas leaves mostly idle (a GPU),
+                   where a forward of several canvases costs about what one costs.
+    fewest-passes  one request's: the pending request that has run the fewest passes (least
+                   attained service), one past its deadline before any (it ends at that pass).
+                   For a CPU, where a forward's time grows with its rows (the shipped model's
+                   span forward costs the same per canvas shared or not: docs/serving.md), so
+                   sharing saves nothing and slows every request alike. One at a time, least
+                   served first, a short fill takes about its own time under load, and a long one
+                   (a fill whose repair runs on) waits while the short ones that arrive go by.
+    auto           fewest-passes on a CPU, shared elsewhere (`schedule_for`).
+
+Either schedule changes when a request's passes run, never what they compute: its results are
+the in-process ones.
+"""
+
+
+def schedule_for(schedule: str, on_cpu: bool) -> str:
+    """`schedule` (one of SCHEDULES), with "auto" made the one for a CPU or not."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)} (got {schedule!r})")
+    if schedule != "auto":
+        return schedule
+    return "fewest-passes" if on_cpu else "shared"
+
+
+def least_served(pending: list[Ticket], now: float) -> Ticket:
+    """The request the "fewest-passes" schedule runs next, of those with a pass pending: one past
+    its deadline first, then the fewest passes run, the longest waiting, the first submitted."""
+    return min(pending, key=lambda t: (not t.late(now), t.passes, t.since, t.number))
 
 
 class PassDenoiser:
@@ -190,6 +227,10 @@ class Ticket:
         """Cancelled by `cancel()` or by its own hook (a client that went away)."""
         return self._cancel.is_set() or (self.hooks.cancelled is not None and bool(self.hooks.cancelled()))
 
+    def late(self, now: float) -> bool:
+        """Past its deadline at `now` (time.monotonic()): its fill ends at its next pass."""
+        return self.hooks.deadline is not None and now > self.hooks.deadline
+
     def done(self) -> bool:
         return self.future.done()
 
@@ -203,14 +244,16 @@ class BatchingDriver:
 
     `submit` queues a request and returns its `Ticket`; the loop runs in a thread of its own from
     `start()` (or entering `with`) to `close()`, which lets the admitted and queued requests
-    finish first."""
+    finish first. `schedule`: one of `SCHEDULES` ("auto" is resolved here: `self.schedule`)."""
 
     def __init__(self, denoiser: Denoiser, max_rows: int = MAX_ROWS, max_live: int = MAX_LIVE,
-                 gather_s: float = GATHER_S) -> None:  # fmt: skip
+                 gather_s: float = GATHER_S, schedule: str = "shared") -> None:  # fmt: skip
         if max_rows < 1 or max_live < 1 or gather_s < 0:
             raise ValueError("max_rows and max_live must be at least 1, gather_s at least 0")
         self.denoiser = denoiser
         self.max_rows, self.max_live, self.gather_s = max_rows, max_live, gather_s
+        device = getattr(denoiser, "device", None)  # none: a network double, on the CPU
+        self.schedule = schedule_for(schedule, device is None or torch.device(device).type == "cpu")
         self._lock = threading.Condition()
         self._queue: deque[Ticket] = deque()
         self._live: list[Ticket] = []
@@ -365,6 +408,8 @@ class BatchingDriver:
                              daemon=True).start()  # fmt: skip
 
     def _take(self, pending: list[Ticket]) -> list[Ticket]:
+        if self.schedule == "fewest-passes":
+            return [least_served(pending, time.monotonic())]
         taken, rows = [], 0
         for ticket in sorted(pending, key=lambda t: (t.since, t.number)):
             if taken and rows + ticket.pending.rows > self.max_rows:

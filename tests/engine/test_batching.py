@@ -22,7 +22,7 @@ import torch
 from checkpoints import write_checkpoint
 from samples import AREA_MODULE, COUNTER_MODULE
 
-from infill.engine.batching import BatchingDriver, PassDenoiser
+from infill.engine.batching import BatchingDriver, PassDenoiser, Ticket, least_served, schedule_for
 from infill.engine.pipeline import Hooks, run
 from infill.errors import Cancelled
 from infill.models import load
@@ -257,12 +257,87 @@ def test_a_take_that_leaves_while_a_request_is_busy_is_counted_early(tiny_backen
     assert stats.gap_ms == pytest.approx(1000 * stats.gap_seconds / 13)
 
 
-def test_fills_and_alternatives_on_the_tiny_model_batched(tiny_backend):
+@pytest.mark.parametrize("schedule", ["shared", "fewest-passes"])
+def test_fills_and_alternatives_on_the_tiny_model_batched(tiny_backend, schedule):
     seeded = InfillOptions(sampler=SamplerConfig(seed=1))
     alternatives = AlternativesRequest(document(AREA_MODULE), line_span(AREA_MODULE, 8, 8), 3, seeded)
     requests = {**fills(AREA_MODULE, [(5, 5), (3, 3)], retries=1), "alternatives": alternatives}
-    _, stats = assert_as_in_process(tiny_backend, requests)
-    assert stats.shared_passes >= 1 and stats.most_rows >= 4
+    _, stats = assert_as_in_process(tiny_backend, requests, schedule=schedule)
+    if schedule == "shared":
+        assert stats.shared_passes >= 1 and stats.most_rows >= 4
+    else:  # one request a forward, whatever the others have pending
+        assert stats.shared_passes == 0 and stats.most_requests == 1
+
+
+@dataclass
+class Logged(Passes):
+    """`Passes` that writes its name in `log` after each of its passes, and calls `after(k)` once
+    its k-th pass is answered."""
+
+    name: str = ""
+    log: list = field(default_factory=list)
+    after: object = None
+
+    def plan(self, denoiser):
+        for k in range(1, self.count + 1):
+            positions = torch.arange(3)
+            self.outputs.append(denoiser.cached_logits(self.ids, positions, denoiser.new_cache(), True))
+            self.log.append(self.name)
+            if self.after is not None:
+                self.after(k)
+        return []
+
+
+def test_fewest_passes_runs_one_request_a_forward_the_least_served_first(tiny_backend):
+    """With every live request's pass pending at each take (gather_s: 5 s), the requests take
+    turns; one that arrives later runs until it has run as many passes as the others."""
+    log: list[str] = []
+    driver = BatchingDriver(tiny_backend, gather_s=5.0, schedule="fewest-passes")
+    two = [Logged(canvas(tiny_backend, 30 + 10 * i), 4, name=name, log=log) for i, name in enumerate("AB")]
+    pair = [driver.submit(request) for request in two]
+    with driver:
+        for ticket in pair:
+            ticket.result(timeout=60)
+    assert log in (list("ABABABAB"), list("BABABABA"))  # which starts is the threads' race
+    assert driver.stats().most_requests == 1 and driver.stats().passes == 8
+
+    log.clear()
+    late: list[Ticket] = []
+    driver = BatchingDriver(tiny_backend, gather_s=5.0, schedule="fewest-passes")
+    join = Logged(canvas(tiny_backend, 50), 4, name="B", log=log)
+    first = Logged(canvas(tiny_backend, 40), 6, name="A", log=log,
+                   after=lambda k: late.append(driver.submit(join)) if k == 3 else None)  # fmt: skip
+    with driver:
+        driver.submit(first).result(timeout=60)
+        late[0].result(timeout=60)
+    # B runs 3 passes to catch up, then A (it has waited longer), then B's last: B finishes first
+    assert "".join(log) == "AAABBBABAA"
+
+
+def test_the_least_served_request_is_one_past_its_deadline_then_the_fewest_passes():
+    now = time.monotonic()
+
+    def ticket(number: int, passes: int, since: float, deadline: float | None = None) -> Ticket:
+        made = Ticket(None, Hooks(deadline=deadline), lambda: None, number)
+        made.passes, made.since = passes, since
+        return made
+
+    few, many, waited = ticket(0, 2, now), ticket(1, 9, now), ticket(2, 2, now - 1)
+    assert least_served([few, many], now) is few
+    assert least_served([few, many, waited], now) is waited  # as few passes, waiting longer
+    late = ticket(3, 20, now, deadline=now - 0.1)
+    assert least_served([few, many, waited, late], now) is late  # it ends at this pass
+    assert least_served([few, ticket(4, 20, now, deadline=now + 5)], now) is few  # not late yet
+
+
+def test_auto_schedules_fewest_passes_on_a_cpu_and_shared_elsewhere(tiny_backend):
+    assert schedule_for("auto", on_cpu=True) == "fewest-passes"
+    assert schedule_for("auto", on_cpu=False) == "shared"
+    assert schedule_for("shared", on_cpu=True) == "shared"
+    assert BatchingDriver(tiny_backend, schedule="auto").schedule == "fewest-passes"
+    assert BatchingDriver(tiny_backend).schedule == "shared"
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        BatchingDriver(tiny_backend, schedule="fastest")
 
 
 def test_a_cancelled_request_leaves_at_its_next_pass_and_the_others_finish(tiny_backend):

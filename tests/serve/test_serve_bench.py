@@ -71,9 +71,11 @@ def test_in_process_the_driver_batches_a_random_shapes_fills(tmp_path, capsys):
     runs its 8 passes, and 4 clients share forwards (how many depends on the threads' timing)."""
     out = tmp_path / "serve.json"
     argv = ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--clients", "1,4", "--seconds", "1.5",
-            "--threads", "1", "--json", str(out)]  # fmt: skip
+            "--threads", "1", "--schedule", "shared", "--json", str(out)]  # fmt: skip
     assert cli.main(argv) == 0
-    one, four = json.loads(out.read_text())["levels"]
+    result = json.loads(out.read_text())
+    assert result["target"] == "in-process batching driver, schedule shared"
+    one, four = result["levels"]
     assert one["fills"] > 0 and four["fills"] > 0 and one["failed"] == four["failed"] == 0
     assert one["rows_per_pass"] == 1.0 and four["rows_per_pass"] > 1.0 and four["shared"] > 0
     # random weights: a fill is one refresh and 7 span passes, whichever forwards they share
@@ -83,6 +85,20 @@ def test_in_process_the_driver_batches_a_random_shapes_fills(tmp_path, capsys):
     assert four["by_kind"]["span"]["rows_per_forward"] > 1.0 and 0 <= four["early_takes"] <= 1
     printed = capsys.readouterr().out
     assert "rows/pass" in printed and "by kind: refresh" in printed
+
+
+def test_in_process_on_the_cpu_the_driver_runs_one_request_a_forward(tmp_path):
+    """The CPU's schedule (auto there): each forward carries one request's pass, however many
+    clients have one pending."""
+    out = tmp_path / "serve.json"
+    argv = ["serve", "--in-process", "--shapes", "dream-7b", "--tiny", "--clients", "3", "--seconds", "1.5",
+            "--threads", "1", "--json", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["target"] == "in-process batching driver, schedule fewest-passes"
+    (three,) = result["levels"]
+    assert three["fills"] >= 3 and three["failed"] == 0
+    assert three["rows_per_pass"] == 1.0 and three["shared"] == 0
 
 
 def test_in_process_clients_that_keep_their_documents_context_skip_most_full_passes(tmp_path):

@@ -66,8 +66,10 @@ def server():
 
     from team_server.deployment import application
 
+    # schedule shared: the forwards of the CPU carry several requests' rows (the CPU's own, one
+    # request a forward, runs in test_cluster.py's replicas)
     config = ServerConfig(threads=1, tokens=tuple(sorted(read_tokens(TOKENS).items())), rate=20, burst=40,
-                          request_timeout=60)  # fmt: skip
+                          request_timeout=60, schedule="shared")  # fmt: skip
     port = free_port()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
     try:
