@@ -22,7 +22,8 @@ The driver's loop, between two forwards:
                waited `gather_s` (a request busy parsing does not hold the others up longer)
     take       pending passes, as the driver's schedule says (`SCHEDULES`): with "shared", all of
                them, oldest first, up to `max_rows` rows in all (at least one pass); with
-               "fewest-passes", the pass of one request, the one that has run the fewest;
+               "fewest-passes", the pass of the request that has run the fewest, and small
+               passes of others beside it (`SHARE_POSITIONS`);
                a cancelled request's pass is not run: the request gets Cancelled and leaves
     forward    the passes taken, one forward per kind ("full", "refresh", "span": the denoiser's
                `run_passes`, infill.models.batching), and for passes over whole canvases (full,
@@ -89,6 +90,12 @@ if TYPE_CHECKING:  # the interface of every model family (infill.models)
 MAX_ROWS = 64  # rows in one forward (a pass with more runs alone)
 MAX_LIVE = 16  # requests running at once; the others wait in the queue
 GATHER_S = 0.005  # how long a pending pass may wait for the other live requests' passes
+SHARE_POSITIONS = 32
+"""fewest-passes: other requests' passes join the least served one's forward while the forward
+computes at most this many positions (`Pass.work`). A pass's own cost on a CPU is a fixed part
+(the operations' dispatch: about 2 ms for the shipped model) and a part for each position; a
+forward of a few blocks of 4 shares the fixed part, one of a whole line (16-63 positions) would
+make the least served request wait for the others' arithmetic."""
 
 SCHEDULES = ("auto", "shared", "fewest-passes")
 """Which of the pending passes a forward takes (`BatchingDriver`'s `schedule`; `infill serve
@@ -97,13 +104,14 @@ SCHEDULES = ("auto", "shared", "fewest-passes")
     shared         all of them, oldest first, up to `max_rows` rows: one forward for every request
                    waiting. For a device that a forward of one canvas leaves mostly idle (a GPU),
                    where a forward of several canvases costs about what one costs.
-    fewest-passes  one request's: the pending request that has run the fewest passes (least
-                   attained service), one past its deadline before any (it ends at that pass).
-                   For a CPU, where a forward's time grows with its rows (the shipped model's
-                   span forward costs the same per canvas shared or not: docs/serving.md), so
-                   sharing saves nothing and slows every request alike. One at a time, least
-                   served first, a short fill takes about its own time under load, and a long one
-                   (a fill whose repair runs on) waits while the short ones that arrive go by.
+    fewest-passes  the pass of the pending request that has run the fewest passes (least
+                   attained service; one past its deadline before any: it ends at that pass),
+                   and beside it those of the others, least served first, while the forward
+                   computes at most SHARE_POSITIONS positions. For a CPU, where a forward's time
+                   grows with the positions it computes, so that sharing a forward of whole lines
+                   saves nothing and slows every request in it alike. Least served first, a short
+                   fill takes about its own time under load, and a long one (a fill whose repair
+                   runs on) waits while the short ones that arrive go by.
     auto           fewest-passes on a CPU, shared elsewhere (`schedule_for`).
 
 Either schedule changes when a request's passes run, never what they compute: its results are
@@ -118,12 +126,6 @@ def schedule_for(schedule: str, on_cpu: bool) -> str:
     if schedule != "auto":
         return schedule
     return "fewest-passes" if on_cpu else "shared"
-
-
-def least_served(pending: list[Ticket], now: float) -> Ticket:
-    """The request the "fewest-passes" schedule runs next, of those with a pass pending: one past
-    its deadline first, then the fewest passes run, the longest waiting, the first submitted."""
-    return min(pending, key=lambda t: (not t.late(now), t.passes, t.since, t.number))
 
 
 class PassDenoiser:
@@ -165,6 +167,22 @@ def forward_key(p: Pass) -> tuple[str, int]:
     attends to its own cache only, so span passes over any canvases share one (packed side by
     side, none padded: infill.models.batching)."""
     return p.kind, 0 if p.kind == "span" else p.ids.shape[1]
+
+
+def fewest_passes_first(pending: list[Ticket], now: float, budget: int = SHARE_POSITIONS) -> list[Ticket]:
+    """What the "fewest-passes" schedule takes of the pending passes: the least served request's
+    (one past its deadline first, then the fewest passes run, the longest waiting, the first
+    submitted), and after it, in that order, every other that shares its forward (`forward_key`)
+    while their positions (`Pass.work`) come to at most `budget` in all."""
+    ordered = sorted(pending, key=lambda t: (not t.late(now), t.passes, t.since, t.number))
+    first = ordered[0]
+    taken, work = [first], first.pending.work
+    for ticket in ordered[1:]:
+        same = forward_key(ticket.pending) == forward_key(first.pending)
+        if same and work + ticket.pending.work <= budget:
+            taken.append(ticket)
+            work += ticket.pending.work
+    return taken
 
 
 @dataclass(frozen=True)
@@ -409,7 +427,7 @@ class BatchingDriver:
 
     def _take(self, pending: list[Ticket]) -> list[Ticket]:
         if self.schedule == "fewest-passes":
-            return [least_served(pending, time.monotonic())]
+            return fewest_passes_first(pending, time.monotonic())
         taken, rows = [], 0
         for ticket in sorted(pending, key=lambda t: (t.since, t.number)):
             if taken and rows + ticket.pending.rows > self.max_rows:

@@ -88,6 +88,13 @@ class Pass:
     def rows(self) -> int:
         return self.ids.shape[0]
 
+    @property
+    def work(self) -> int:
+        """Positions the network computes for it: its rows times its positions (a pass over
+        whole canvases: times their length)."""
+        computed = self.ids.shape[1] if self.positions is None or self.refresh else len(self.positions)
+        return self.rows * computed
+
     def run(self, denoiser: Denoiser) -> torch.Tensor:
         """The in-process driver: the call this pass stands for, on `denoiser`, now."""
         if self.positions is None:
