@@ -78,10 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "bits, as the language server's do; the windows stay in memory, never on disk "
                         "or in a log; default 0: every request from nothing, nothing kept)")
     engine.add_argument("--schedule", default="auto", choices=SCHEDULES,
-                        help="which requests' passes a forward runs: shared (all those waiting, in one "
-                        "forward: a GPU's), fewest-passes (one request a forward, the one that has run "
-                        "the fewest: a CPU's, where a forward's time grows with its rows, so short fills "
-                        "stay quick under load); default auto: fewest-passes on a CPU, shared on a GPU")
+                        help="which waiting passes a forward runs: shared (every waiting request's, in "
+                        "one forward: a GPU's), fewest-passes (first the request that has run the fewest, "
+                        "with small passes of others beside it: a CPU's, where a forward's time grows "
+                        "with the positions it computes; short fills stay quick under load, long ones "
+                        "wait); default auto: fewest-passes on a CPU, shared on a GPU")
     engine.add_argument("--cpus", type=int, default=None, metavar="N",
                         help="CPUs of the local Ray (default: all; not with --address)")  # fmt: skip
     return parser

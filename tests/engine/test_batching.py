@@ -289,9 +289,11 @@ class Logged(Passes):
         return []
 
 
-def test_fewest_passes_runs_one_request_a_forward_the_fewest_passes_first_first(tiny_backend):
-    """With every live request's pass pending at each take (gather_s: 5 s), the requests take
-    turns; one that arrives later runs until it has run as many passes as the others."""
+def test_fewest_passes_runs_whole_canvas_passes_one_a_forward_the_least_served_first(tiny_backend):
+    """Passes over whole canvases (30-50 positions each, more than SHARE_POSITIONS together) run
+    one a forward. With every live request's pass pending at each take (gather_s: 5 s), the
+    requests take turns; one that arrives later runs until it has run as many passes as the
+    others."""
     log: list[str] = []
     driver = BatchingDriver(tiny_backend, gather_s=5.0, schedule="fewest-passes")
     two = [Logged(canvas(tiny_backend, 30 + 10 * i), 4, name=name, log=log) for i, name in enumerate("AB")]
