@@ -263,11 +263,9 @@ def test_fills_and_alternatives_on_the_tiny_model_batched(tiny_backend, schedule
     seeded = InfillOptions(sampler=SamplerConfig(seed=1))
     alternatives = AlternativesRequest(document(AREA_MODULE), line_span(AREA_MODULE, 8, 8), 3, seeded)
     requests = {**fills(AREA_MODULE, [(5, 5), (3, 3)], retries=1), "alternatives": alternatives}
-    _, stats = assert_as_in_process(tiny_backend, requests, schedule=schedule)
+    _, stats = assert_as_in_process(tiny_backend, requests, schedule=schedule)  # in either order
     if schedule == "shared":
         assert stats.shared_passes >= 1 and stats.most_rows >= 4
-    else:  # the least served request's pass, and small ones beside it
-        assert stats.most_rows <= 32
 
 
 @dataclass
