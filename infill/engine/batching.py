@@ -174,12 +174,11 @@ def fewest_passes_first(pending: list[Ticket], now: float, budget: int = SHARE_P
     (one past its deadline first, then the fewest passes run, the longest waiting, the first
     submitted), and after it, in that order, every other that shares its forward (`forward_key`)
     while their positions (`Pass.work`) come to at most `budget` in all."""
-    ordered = sorted(pending, key=lambda t: (not t.late(now), t.passes, t.since, t.number))
+    ordered = sorted(pending, key=lambda t: (not t.hooks.out_of_time(now), t.passes, t.since, t.number))
     first = ordered[0]
-    taken, work = [first], first.pending.work
+    taken, work, shared = [first], first.pending.work, forward_key(first.pending)
     for ticket in ordered[1:]:
-        same = forward_key(ticket.pending) == forward_key(first.pending)
-        if same and work + ticket.pending.work <= budget:
+        if forward_key(ticket.pending) == shared and work + ticket.pending.work <= budget:
             taken.append(ticket)
             work += ticket.pending.work
     return taken
@@ -244,10 +243,6 @@ class Ticket:
     def cancelled(self) -> bool:
         """Cancelled by `cancel()` or by its own hook (a client that went away)."""
         return self._cancel.is_set() or (self.hooks.cancelled is not None and bool(self.hooks.cancelled()))
-
-    def late(self, now: float) -> bool:
-        """Past its deadline at `now` (time.monotonic()): its fill ends at its next pass."""
-        return self.hooks.deadline is not None and now > self.hooks.deadline
 
     def done(self) -> bool:
         return self.future.done()

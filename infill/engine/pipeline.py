@@ -106,8 +106,9 @@ class Hooks:
     deadline: float | None = None  # time.monotonic() past which a fill ends at its next pass and
     #   skips the repair and recall stages: the best fill so far (the CLI's --timeout)
 
-    def out_of_time(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+    def out_of_time(self, now: float | None = None) -> bool:
+        """Past the deadline at `now` (time.monotonic(); None: now)."""
+        return self.deadline is not None and (time.monotonic() if now is None else now) > self.deadline
 
 
 @dataclass

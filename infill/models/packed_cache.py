@@ -282,10 +282,7 @@ def header_of(kept: BinaryIO) -> tuple[dict, dict[str, tuple[torch.dtype, list[i
     places, end = {}, 0
     for key, entry in header.items():
         dtype, shape, (start, stop) = names[entry["dtype"]], entry["shape"], entry["data_offsets"]
-        if (
-            start != end
-            or stop - start != torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
-        ):
+        if start != end or stop - start != torch.Size(shape).numel() * dtype.itemsize:
             raise ValueError(f"{key}'s bytes are not where its shape says")
         places[key], end = (dtype, shape, 8 + length + start, 8 + length + stop), stop
     if 8 + length + end != size:
