@@ -115,13 +115,19 @@ def looks_generated(text: str) -> bool:
     return longest > 1000 or mean > 100
 
 
-def iter_python_files(roots: list[Path]) -> Iterator[tuple[Path, Path]]:
-    """(root, path) for every .py file under the roots, each file once."""
+def iter_python_files(
+    roots: list[Path], wanted: Callable[[Path], bool] | None = None
+) -> Iterator[tuple[Path, Path]]:
+    """(root, path) for every .py file under the roots, each file once; ``wanted``: only the
+    files whose path relative to their root it accepts (asked before anything else of the file:
+    resolving every path of a site-packages folder is most of a walk's time)."""
     seen: set[Path] = set()
     for root in roots:
         for path in sorted(root.rglob("*.py")):
-            if path.is_file() and path.resolve() not in seen:
-                seen.add(path.resolve())
+            if wanted is not None and not wanted(path.relative_to(root)):
+                continue
+            if path.is_file() and (resolved := path.resolve()) not in seen:
+                seen.add(resolved)
                 yield root, path
 
 
