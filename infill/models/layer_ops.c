@@ -138,7 +138,6 @@ void infill_rotate_halves_bf16(uint16_t *x, int64_t rows, int64_t heads, int64_t
 #define LANES 16
 #define KEYS 4   /* keys scored at a time: independent sums hide the latency */
 #define CHUNK 16 /* a value row's registers summed at a time: all of them (D <= 256) */
-#define MOST_QUERIES 64 /* a head's queries a call takes (more were slower than PyTorch's here) */
 typedef __m512 vec;
 #define vzero _mm512_setzero_ps
 #define vset _mm512_set1_ps
@@ -170,7 +169,6 @@ static inline vec rounded_to_bf16(vec x) {
 #define LANES 8
 #define KEYS 3  /* of 16 registers: three keys' sums of up to 4 vectors of queries, their column */
 #define CHUNK 4 /* four queries' sums of four value registers (2-4 keys, 1-4 registers timed) */
-#define MOST_QUERIES 256 /* a head's queries a call takes: up to 256 the span layers in C gain */
 typedef __m256 vec;
 #define vzero _mm256_setzero_ps
 #define vset _mm256_set1_ps
@@ -205,6 +203,10 @@ static inline vec rounded_to_bf16(vec x) {
 #define QUERIES 64                /* queries a head's run takes at most (its scratch's width) */
 #define VECTORS (QUERIES / LANES) /* ... in vectors of LANES queries */
 #define RUN (4 * LANES)           /* queries a run takes: 4 vectors, whose loops are constant */
+/* A head's queries a call takes: up to 256, a span pass of 32 positions at 7 query heads a
+   key/value head runs its layers in C, which gains over PyTorch's attention and the layers as
+   modules with AVX2 and with AVX-512 alike (docs/models.md) */
+#define MOST_QUERIES 256
 
 /* e^x for LANES floats: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6 polynomial
    (relative error about 1e-7), 2^n into the exponent; clamped to float's range */

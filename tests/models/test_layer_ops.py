@@ -115,7 +115,7 @@ def test_attention(attention, batch, heads, kv, queries, keys, D):
     group = heads // kv
     want = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1))
     got = layer_ops.attention(q, k, v)
-    if heads // kv * queries > layer_ops.most_queries():  # more than this build takes (AVX-512: 64)
+    if heads // kv * queries > layer_ops.most_queries():  # more than this build takes (256)
         assert got is None
         return
     assert got is not None and got.shape == want.shape
