@@ -8,6 +8,7 @@ exec-body, exec-line           from the execution-checked set (infill.bench.eval
 from __future__ import annotations
 
 import ast
+import functools
 import random
 import re
 from dataclasses import dataclass
@@ -55,18 +56,23 @@ class Task:
 
 def heldout_sources(limit_chars: int = 60_000) -> list[tuple[str, str]]:
     """(path, text) of the held-out packages' files that parse (200 to `limit_chars` characters),
-    sorted by path."""
+    sorted by path. Found once a process (`_heldout_sources`): a walk of every source folder."""
+    return list(_heldout_sources(limit_chars))
+
+
+@functools.cache
+def _heldout_sources(limit_chars: int) -> tuple[tuple[str, str], ...]:
     found = []
     held_out = lambda relative: package_of(relative) in HELDOUT_PACKAGES  # noqa: E731
     for _, path in iter_python_files(source_roots(), held_out):
         try:
             text = path.read_text("utf-8")
-            ast.parse(text)
+            if 200 < len(text) < limit_chars:
+                ast.parse(text)
+                found.append((str(path), text))
         except (UnicodeDecodeError, SyntaxError, ValueError):
             continue
-        if 200 < len(text) < limit_chars:
-            found.append((str(path), text))
-    return sorted(set(found))
+    return tuple(sorted(set(found)))
 
 
 def code_lines(text: str) -> list[int]:
