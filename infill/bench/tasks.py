@@ -12,6 +12,7 @@ import functools
 import random
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from infill.bench.evalset import EvalFunction, load_functions
 from infill.text.spans import Span, line_span
@@ -62,8 +63,10 @@ def heldout_sources(limit_chars: int = 60_000) -> list[tuple[str, str]]:
 
 @functools.cache
 def _heldout_sources(limit_chars: int) -> tuple[tuple[str, str], ...]:
+    def held_out(relative: Path) -> bool:
+        return package_of(relative) in HELDOUT_PACKAGES
+
     found = []
-    held_out = lambda relative: package_of(relative) in HELDOUT_PACKAGES  # noqa: E731
     for _, path in iter_python_files(source_roots(), held_out):
         try:
             text = path.read_text("utf-8")
