@@ -219,3 +219,30 @@ def test_a_cut_parallel_map_keeps_the_first_results_in_order_and_stops_its_pool(
     assert whole == [len(item) for item in items]
     cut = corpus.parallel_map(len, items, workers=2, desc="test", cut=lambda done: done >= 37)
     assert cut == whole[:37]
+
+
+def test_a_walk_asked_for_some_packages_finds_what_filtering_the_whole_walk_finds(tmp_path):
+    """`iter_python_files(roots, wanted)` asks `wanted` before it resolves a path; what it yields
+    is the whole walk's files that `wanted` accepts, in the same order (a file reached twice, by a
+    link, once)."""
+    stdlib, site = tmp_path / "lib", tmp_path / "site"
+    files = ["json/__init__.py", "json/decoder.py", "email/parser.py", "csv.py",
+             "test/test_json/test_dump.py", "test/test_email.py", "site-packages/tqdm/std.py"]  # fmt: skip
+    for path in files:
+        (stdlib / path).parent.mkdir(parents=True, exist_ok=True)
+        (stdlib / path).write_text("x = 1\n")
+    (site / "tqdm").mkdir(parents=True)
+    (site / "tqdm" / "auto.py").write_text("x = 2\n")
+    (site / "csv.py").symlink_to(stdlib / "csv.py")  # the same file again, under the second root
+
+    def wanted(relative: Path) -> bool:
+        return corpus.package_of(relative) in {"json", "csv", "tqdm"}
+
+    roots = [stdlib, site]
+    whole = [(root, path) for root, path in corpus.iter_python_files(roots) if wanted(path.relative_to(root))]
+    asked = list(corpus.iter_python_files(roots, wanted))
+    assert asked == whole
+    assert [str(path.relative_to(root)) for root, path in asked] == [
+        "csv.py", "json/__init__.py", "json/decoder.py", "site-packages/tqdm/std.py",
+        "test/test_json/test_dump.py", "tqdm/auto.py",
+    ]  # fmt: skip
