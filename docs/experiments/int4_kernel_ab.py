@@ -10,10 +10,16 @@ SHAPE: the benchmark's ready fill (after an idle refresh, not timed) and next fi
 the kept context the fill before left) of `ready_fill_passes.py`, random int4 weights, 2 threads;
 the medians, the ratio fill by fill, and whether both kernels wrote the same text. The kernels are
 swapped where infill asks for them (`int4_native.build`), so the modules' products and the C span
-layers both take the one being timed:
+layers both take the one being timed.
+
+`first SHAPE`: a pass over the whole 512-token window (a fresh cache each time) and the benchmark's
+first fill of a line in the document (no kept context: that pass, then the line's), alternating,
+the first kind first in even rounds; the medians, the ratio round by round, whether the passes'
+logits and the fills' texts were the same both ways.
 
     python docs/experiments/int4_kernel_ab.py OTHER.c layers
     python docs/experiments/int4_kernel_ab.py OTHER.c [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
+    python docs/experiments/int4_kernel_ab.py OTHER.c first [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ import time
 from pathlib import Path
 
 import torch
-from ready_fill_passes import paired_fills  # beside this script
+from ready_fill_passes import LINE_TOKENS, WINDOW, paired_fills, ready_fill_setup  # beside this script
 
+from infill.bench.shapes import DecidedLength
 from infill.models import c_build, int4_native
+from infill.modes.fill import infill
 from infill.models.int4_native import NativeInt4Linear
 
 
@@ -74,6 +82,33 @@ def switched_to(build: c_build.Build):
     return switch
 
 
+def first_fills(shape: str, kinds: dict, rounds: int) -> None:
+    denoiser, document, span, _, options = ready_fill_setup(shape)
+    ids = torch.randint(0, 150_000, (1, WINDOW), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(200, 204)
+    seconds = {(what, kind): [] for what in ("full pass", "first fill") for kind in kinds}
+    logits, texts = {}, {kind: set() for kind in kinds}
+    for r in range(rounds):
+        for kind, switch in list(kinds.items())[:: 1 if r % 2 == 0 else -1]:
+            switch(denoiser)
+            started = time.perf_counter()
+            logits[kind] = denoiser.cached_logits(ids, positions, denoiser.new_cache(), refresh=True)
+            seconds["full pass", kind].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            result = infill(DecidedLength(denoiser, LINE_TOKENS), document, [span], options)
+            seconds["first fill", kind].append(time.perf_counter() - started)
+            texts[kind].add(result.spans[0].new_text)
+        first, second = kinds
+        assert torch.equal(logits[first], logits[second]), f"round {r}: the logits differ"
+    for what in ("full pass", "first fill"):
+        a, b = seconds[what, first], seconds[what, second]
+        ratios = [x / y for x, y in zip(a, b)]
+        print(f"{shape} {what}: {1000 * statistics.median(a):.0f} ms {first}, {1000 * statistics.median(b):.0f} ms "
+              f"{second} (medians of {rounds}); the first / the second: median {statistics.median(ratios):.3f} "
+              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
+    print(f"the same logits every round; the same text both ways: {texts[first] == texts[second]}")
+
+
 def main() -> None:
     other = Path(sys.argv[1])
     what = sys.argv[2] if len(sys.argv) > 2 else "open-dcoder-0.5b"
@@ -82,6 +117,10 @@ def main() -> None:
         print({name: build.library.infill_int4_instructions().decode() for name, build in kernels.items()})
         if what == "layers":
             layers(kernels)
+        elif what == "first":
+            kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
+            shape = sys.argv[3] if len(sys.argv) > 3 else "open-dcoder-0.5b"
+            first_fills(shape, kinds, int(sys.argv[4]) if len(sys.argv) > 4 else 8)
         else:
             kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
             paired_fills(what, kinds, int(sys.argv[3]) if len(sys.argv) > 3 else 8)

@@ -53,7 +53,7 @@ def test_the_product_is_the_quantized_product(native, group):
     layer = NativeInt4Linear(weight, None, group)
     assert layer.group_size == group
     assert torch.allclose(layer.dequantized(), reference_int4(weight, group, native=True), atol=1e-6)
-    for rows in (1, 3, 4, 5, 6, 7, 8, 9, 17, 21, 33, 41, 47):  # blocks of 4, of 8 from 32 on; tails
+    for rows in (1, 3, 4, 5, 6, 7, 8, 9, 17, 21, 33, 41, 47, 64, 73):  # blocks of 4, of 8 from 32; tails; groups
         x = torch.randn(rows, 512)
         want = expected(x, weight, group)
         assert (layer(x) - want).abs().max() <= 1e-5 * want.abs().max(), rows
@@ -81,7 +81,7 @@ def test_the_256_bit_paths_compute_the_same_product(native, march, tmp_path):
     torch.manual_seed(3)
     weight = torch.randn(48, 256) * 0.02
     layer = NativeInt4Linear(weight, None, 64)
-    for rows in (1, 2, 3, 4, 5, 7):  # around its 2 rows a load of weights
+    for rows in (1, 2, 3, 4, 5, 7, 64, 67):  # around its 2 rows a load of weights; tiles in groups from 64
         x = torch.randn(rows, 256)
         want = expected(x, weight, 64)
         got = int4_native.matmul(x, layer.tiles, layer.scales, layer.offsets, library)
@@ -134,19 +134,32 @@ def test_the_error_against_float_weights_is_the_quantizations(native):
     assert 0.05 < pytorch_error < native_error < pytorch_error + 0.02, (native_error, pytorch_error)
 
 
-def test_threads_change_nothing(native):
+@pytest.mark.parametrize("rows", [7, 70])  # tiles one by one; in groups (from 64 rows)
+def test_threads_change_nothing(native, rows):
     torch.manual_seed(2)
-    layer = NativeInt4Linear(torch.randn(128, 256), None)
-    x = torch.randn(7, 256)
+    layer = NativeInt4Linear(torch.randn(21 * 16, 256), None)  # 21 tiles: a group of 16 and a short one
+    x = torch.randn(rows, 256)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         one = layer(x)
-        torch.set_num_threads(2)
-        two = layer(x)
+        torch.set_num_threads(3)
+        three = layer(x)
     finally:
         torch.set_num_threads(threads)
-    assert torch.equal(one, two)
+    assert torch.equal(one, three)
+
+
+def test_a_rows_numbers_do_not_depend_on_the_other_rows(native):
+    """Each row of activations is the same sums in the same order, however many rows a product
+    has and however its tiles are taken (one by one, or in groups from 64 rows): so passes over a
+    few positions and over the whole canvas agree to the bit where they compute the same row."""
+    torch.manual_seed(4)
+    layer = NativeInt4Linear(torch.randn(40 * 16, 384) * 0.02, None)
+    x = torch.randn(130, 384)
+    whole = layer(x)
+    for start, rows in ((0, 1), (3, 5), (10, 33), (40, 63), (50, 64), (60, 70)):
+        assert torch.equal(layer(x[start : start + rows]), whole[start : start + rows]), (start, rows)
 
 
 def test_quantizing_picks_the_kernel_and_the_switch_keeps_pytorchs(native, fresh_build, monkeypatch):
