@@ -35,8 +35,8 @@ from ready_fill_passes import LINE_TOKENS, WINDOW, paired_fills, ready_fill_setu
 
 from infill.bench.shapes import DecidedLength
 from infill.models import c_build, int4_native
-from infill.modes.fill import infill
 from infill.models.int4_native import NativeInt4Linear
+from infill.modes.fill import infill
 
 
 def built(source: Path, folder: Path) -> c_build.Build:
@@ -103,8 +103,9 @@ def first_fills(shape: str, kinds: dict, rounds: int) -> None:
     for what in ("full pass", "first fill"):
         a, b = seconds[what, first], seconds[what, second]
         ratios = [x / y for x, y in zip(a, b)]
-        print(f"{shape} {what}: {1000 * statistics.median(a):.0f} ms {first}, {1000 * statistics.median(b):.0f} ms "
-              f"{second} (medians of {rounds}); the first / the second: median {statistics.median(ratios):.3f} "
+        mine, other = 1000 * statistics.median(a), 1000 * statistics.median(b)
+        print(f"{shape} {what}: {mine:.0f} ms {first}, {other:.0f} ms {second} (medians of {rounds}); "
+              f"the first / the second: median {statistics.median(ratios):.3f} "
               f"(min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
     print(f"the same logits every round; the same text both ways: {texts[first] == texts[second]}")
 

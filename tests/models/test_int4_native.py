@@ -53,7 +53,8 @@ def test_the_product_is_the_quantized_product(native, group):
     layer = NativeInt4Linear(weight, None, group)
     assert layer.group_size == group
     assert torch.allclose(layer.dequantized(), reference_int4(weight, group, native=True), atol=1e-6)
-    for rows in (1, 3, 4, 5, 6, 7, 8, 9, 17, 21, 33, 41, 47, 64, 73):  # blocks of 4, of 8 from 32; tails; groups
+    # blocks of 4, of 8 from 32 rows on; the tails; tiles in groups from 64 rows on
+    for rows in (1, 3, 4, 5, 6, 7, 8, 9, 17, 21, 33, 41, 47, 64, 73):
         x = torch.randn(rows, 512)
         want = expected(x, weight, group)
         assert (layer(x) - want).abs().max() <= 1e-5 * want.abs().max(), rows
