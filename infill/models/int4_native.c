@@ -34,7 +34,7 @@
    block's activations stay in the first cache, and each row's outputs are written 16 x 16
    columns in a run, where a tile at a time wrote them 64 bytes at a time a whole row apart.
    Measured (docs/models.md, "Tiles in groups for the whole canvas's passes"): a 0.5B full pass
-   0.93-0.94 times as long, the 7B's as before; below 64 rows no faster. */
+   0.94-0.96 times as long, the 7B's as before (the same numbers); below 64 rows no faster. */
 #define GROUPED_FROM 64
 #define TILE_GROUP 16
 
@@ -176,7 +176,7 @@ static inline float largest_magnitude(const float *x) {
 }
 
 /* sum + a * b, rounded after the product and after the sum: never one fused multiply-add, which
-   the compiler makes where it may (in the AVX2 build it did; in the AVX-512 one not until the
+   a compiler makes where it may (GCC here did in the AVX2 build, and in the AVX-512 one once the
    loops around it changed), so that every build and compiler rounds the groups' sums alike */
 static inline float plus_product(float sum, float a, float b) {
     return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(sum), _mm_mul_ss(_mm_set_ss(a), _mm_set_ss(b))));
