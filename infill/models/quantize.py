@@ -23,8 +23,9 @@ so a 7B bfloat16 checkpoint never has a float32 layer.
             implementation of each family (not under `trust_remote_code`): refused otherwise
     "int4"  as above; the CPU (float32 or bfloat16 networks) or CUDA (the embedding table stays
             as stored there), infill's own implementation
-    "auto"  (the default) on the CPU, for networks of QUANTIZE_FROM parameters or more, the fastest
-            form that fits in memory (`chosen_quantization`): int8 (or bfloat16), else int4
+    "auto"  (the default) on the CPU, for networks of QUANTIZE_FROM parameters or more, the form
+            that keeps quality where it fits in memory (`chosen_quantization`): int8 (a bfloat16
+            network: as stored), else int4
 
 PyTorch marks `torch.ao.quantization` deprecated in favour of the separate `torchao` package (its
 notice names 2.10 for the removal; the torch infill pins, 2.13, still runs it); the notice is
@@ -96,13 +97,14 @@ def chosen_quantization(
 ) -> str:
     """What `quantize` means for `network` (infill's own implementation) on `device` in `dtype`:
     "none", "int8" or "int4". "auto", on the CPU for a network of QUANTIZE_FROM parameters or more:
-    the fastest form whose weights take at most MEMORY_SHARE of the machine's `memory` (bytes;
-    default: all of it), else int4. Fastest first, as measured at a line's span on 2 cores, where
-    a pass is bound by its multiply-adds (docs/models.md, "4-bit weights"): bfloat16 as stored
-    (for a bfloat16 network), int8 (float32), int4. With infill's own 4-bit kernel int4 is the
-    fastest of the three at a line's span, but int8 keeps the shipped model's held-out quality and
-    int4 costs it one to two points (docs/models.md, "infill's own 4-bit kernel"), so int8 stays
-    first where it fits. Elsewhere "none"."""
+    the form that keeps the network's quality, if its weights take at most MEMORY_SHARE of the
+    machine's `memory` (bytes; default: all of it), else int4: int8 for a float32 network, the
+    weights as stored for a bfloat16 one (int8 runs float32 networks only). With infill's own
+    4-bit kernel int4 is the fastest of the three at a line's span on a CPU, and bfloat16 as
+    stored the slowest (docs/models.md, "What a laptop should pick, measured on 2026-12-02"), but
+    int8 keeps the shipped model's held-out quality and int4 costs it one to two points
+    (docs/models.md, "infill's own 4-bit kernel"), so int4 is chosen only where the other does
+    not fit. Elsewhere "none"."""
     if quantize != "auto":
         return quantize
     parameters = sum(parameter.numel() for parameter in network.parameters())
