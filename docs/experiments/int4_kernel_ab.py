@@ -88,6 +88,7 @@ def first_fills(shape: str, kinds: dict, rounds: int) -> None:
     positions = torch.arange(200, 204)
     seconds = {(what, kind): [] for what in ("full pass", "first fill") for kind in kinds}
     logits, texts = {}, {kind: set() for kind in kinds}
+    first, second = kinds
     for r in range(rounds):
         for kind, switch in list(kinds.items())[:: 1 if r % 2 == 0 else -1]:
             switch(denoiser)
@@ -98,7 +99,6 @@ def first_fills(shape: str, kinds: dict, rounds: int) -> None:
             result = infill(DecidedLength(denoiser, LINE_TOKENS), document, [span], options)
             seconds["first fill", kind].append(time.perf_counter() - started)
             texts[kind].add(result.spans[0].new_text)
-        first, second = kinds
         assert torch.equal(logits[first], logits[second]), f"round {r}: the logits differ"
     for what in ("full pass", "first fill"):
         a, b = seconds[what, first], seconds[what, second]
@@ -116,14 +116,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         kernels = {"today's kernel": int4_native.build(), other.name: built(other, Path(folder))}
         print({name: build.library.infill_int4_instructions().decode() for name, build in kernels.items()})
+        kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
         if what == "layers":
             layers(kernels)
         elif what == "first":
-            kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
             shape = sys.argv[3] if len(sys.argv) > 3 else "open-dcoder-0.5b"
             first_fills(shape, kinds, int(sys.argv[4]) if len(sys.argv) > 4 else 8)
         else:
-            kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
             paired_fills(what, kinds, int(sys.argv[3]) if len(sys.argv) > 3 else 8)
 
 

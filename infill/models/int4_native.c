@@ -30,7 +30,7 @@
 #define PREFETCH 8192
 #define WIDE_FROM 32 /* measured: 9-22% faster from 32 rows on, no faster below (docs/models.md) */
 /* From GROUPED_FROM rows on (a pass over the whole canvas), a thread takes its tiles TILE_GROUP at
-   a time and each block of rows through all of them before the next block (multiply_group): the
+   a time and each block of rows through all of them before the next block (multiply_tiles): the
    block's activations stay in the first cache, and each row's outputs are written 16 x 16
    columns in a run, where a tile at a time wrote them 64 bytes at a time a whole row apart.
    Measured (docs/models.md, "Tiles in groups for the whole canvas's passes"): a 0.5B full pass
@@ -263,37 +263,23 @@ static inline __attribute__((always_inline)) void multiply_some(
     }
 }
 
-/* the 16 output columns of tile t: ROWS (from WIDE_FROM rows on, WIDE) rows of activations at a
-   time while more than TAIL are left, then the rest in one call. A tail of 1-4 rows after blocks
-   of 4 unpacked the weights again for itself, and a shifted family computes one position more
-   than it asks for: 5 for a block of 4 (7B MLP up/gate, by hand: 5 rows 1.62 -> 1.42 ms, 17 rows
-   3.53 -> 2.64 ms; docs/models.md) */
-static void multiply_tile(int64_t t, const int8_t *xq, const float *sx, const float *xsum, int64_t M,
-                          int64_t K, int64_t G, const uint8_t *weights, const uint16_t *scales,
-                          const uint16_t *offsets, int64_t N, float *out) {
-    const int64_t step = M >= WIDE_FROM ? WIDE : ROWS;
-    int64_t m0 = 0;
-    for (; M - m0 > TAIL; m0 += step)
-        multiply_some(step, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
-    multiply_some(M - m0, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
-}
-
-/* tiles first .. end - 1 for a product of GROUPED_FROM rows or more: TILE_GROUP tiles at a time,
-   each block of rows (as multiply_tile makes them) through every tile of the group. Each output
-   number is the same sum as multiply_tile's: only the order of the blocks changes. */
-static void multiply_group(int64_t first, int64_t end, const int8_t *xq, const float *sx, const float *xsum,
+/* the 16 output columns of each tile first .. end - 1: ROWS (from WIDE_FROM rows on, WIDE) rows of
+   activations at a time while more than TAIL are left, then the rest in one call, each block of
+   rows through every one of the tiles before the next block (one tile, or a group of them: each
+   output number is the same sum either way). A tail of 1-4 rows after blocks of 4 unpacked the
+   weights again for itself, and a shifted family computes one position more than it asks for: 5
+   for a block of 4 (7B MLP up/gate, by hand: 5 rows 1.62 -> 1.42 ms, 17 rows 3.53 -> 2.64 ms;
+   docs/models.md) */
+static void multiply_tiles(int64_t first, int64_t end, const int8_t *xq, const float *sx, const float *xsum,
                            int64_t M, int64_t K, int64_t G, const uint8_t *weights, const uint16_t *scales,
                            const uint16_t *offsets, int64_t N, float *out) {
     const int64_t step = M >= WIDE_FROM ? WIDE : ROWS;
-    for (int64_t g0 = first; g0 < end; g0 += TILE_GROUP) {
-        const int64_t g1 = end - g0 < TILE_GROUP ? end : g0 + TILE_GROUP;
-        int64_t m0 = 0;
-        for (; M - m0 > TAIL; m0 += step)
-            for (int64_t t = g0; t < g1; t++)
-                multiply_some(step, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
-        for (int64_t t = g0; t < g1; t++)
-            multiply_some(M - m0, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
-    }
+    int64_t m0 = 0;
+    for (; M - m0 > TAIL; m0 += step)
+        for (int64_t t = first; t < end; t++)
+            multiply_some(step, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
+    for (int64_t t = first; t < end; t++)
+        multiply_some(M - m0, m0, t, xq, sx, xsum, K, G, weights, scales, offsets, N, out);
 }
 
 /* out (M x N float32) = x (M x K float32) times the 4-bit weights (N x K) transposed, on `threads`
@@ -315,14 +301,16 @@ int infill_int4_linear(const float *x, int64_t M, int64_t K, int64_t G, const ui
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < M; m++)
             quantize_row(x + m * K, K, G, xq + m * K, sx + m * (K / BLOCK), xsum + m * (K / G));
-        if (M >= GROUPED_FROM) { /* each thread an even share of the tiles, in groups */
+        if (M >= GROUPED_FROM) { /* each thread an even share of the tiles, TILE_GROUP at a time */
             const int64_t tiles = N / 16, me = omp_get_thread_num(), team = omp_get_num_threads();
-            multiply_group(tiles * me / team, tiles * (me + 1) / team, xq, sx, xsum, M, K, G, weights, scales,
-                           offsets, N, out);
+            const int64_t end = tiles * (me + 1) / team;
+            for (int64_t t = tiles * me / team; t < end; t += TILE_GROUP)
+                multiply_tiles(t, end - t < TILE_GROUP ? end : t + TILE_GROUP, xq, sx, xsum, M, K, G, weights,
+                               scales, offsets, N, out);
         } else {
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < N / 16; t++)
-                multiply_tile(t, xq, sx, xsum, M, K, G, weights, scales, offsets, N, out);
+                multiply_tiles(t, t + 1, xq, sx, xsum, M, K, G, weights, scales, offsets, N, out);
         }
     }
     free(xq), free(sx), free(xsum);
