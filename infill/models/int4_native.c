@@ -80,6 +80,7 @@ static inline void store(float *out, floats value) { _mm512_storeu_ps(out, value
 #define WIDE 4
 #define TAIL 5
 #define ROWS 4
+#define AVX2_ALONE /* chunk_products: its own order */
 #endif
 typedef struct { __m256i low, high; } ints; /* lanes 0-7, 8-15 */
 typedef struct { __m256 low, high; } floats;
@@ -204,6 +205,36 @@ static void quantize_row(const float *row, int64_t K, int64_t G, int8_t *xq, flo
     }
 }
 
+#if defined(AVX2_ALONE)
+/* each row's 4 inputs at x + r * K times one nibble of each byte of a chunk (a: outputs 0-7, c:
+   8-15), each product added to its sum at once (the empty asms: GCC may not set it aside) */
+static inline __attribute__((always_inline)) void nibble_products(const int rows, ints *dots, __m256i a, __m256i c,
+                                                                  const int8_t *x, int64_t K) {
+    for (int r = 0; r < rows; r++) {
+        const __m256i four = _mm256_set1_epi32(*(const int32_t *)(x + r * K));
+        dots[r].low = dot8(dots[r].low, a, four), dots[r].high = dot8(dots[r].high, c, four);
+        __asm__("" : "+x"(dots[r].low));
+        __asm__("" : "+x"(dots[r].high));
+    }
+}
+
+/* multiply_rows' chunk of 8 inputs (64 bytes of the tile) with AVX2 alone: every row's sums take
+   the low nibbles' products (inputs 0-3 with x[0..3]), then every row's the high ones' (4-7).
+   Row by row, both at once, as with AVX-512, left the 4 unpacked weights beside 4-5 rows' sums
+   (2 registers each) in AVX2's 16 registers: GCC put sums on the stack and added each row's low
+   and high products together before its sum (integers: it may), keeping 8-10 products aside.
+   The same integers: the 7B MLP's layers 0.85-0.95 times as long at 4-64 rows (docs/models.md,
+   "AVX2's sums in registers"). */
+static inline __attribute__((always_inline)) void chunk_products(const int rows, ints *dots, const uint8_t *chunk,
+                                                                 const int8_t *x, int64_t K) {
+    const __m256i mask = _mm256_set1_epi8(0x0F), *packed = (const __m256i *)chunk;
+    nibble_products(rows, dots, _mm256_and_si256(_mm256_loadu_si256(packed), mask),
+                    _mm256_and_si256(_mm256_loadu_si256(packed + 1), mask), x, K);
+    nibble_products(rows, dots, _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256(packed), 4), mask),
+                    _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256(packed + 1), 4), mask), x + 4, K);
+}
+#endif
+
 /* rows m0 .. m0 + rows - 1 of the output's 16 columns of tile t: the quantized activations times
    the tile's 4-bit weights (inlined for each constant `rows`, so that the sums stay in registers) */
 static inline __attribute__((always_inline)) void multiply_rows(
@@ -224,13 +255,17 @@ static inline __attribute__((always_inline)) void multiply_rows(
             ints dots[TAIL];
             for (int r = 0; r < rows; r++) dots[r] = ints_zero();
             for (int64_t chunk = b * (BLOCK / 8); chunk < (b + 1) * (BLOCK / 8); chunk++) {
-                ints low, high;
                 _mm_prefetch((const char *)(tile + chunk * 64 + PREFETCH), _MM_HINT_T0);
+#if defined(AVX2_ALONE)
+                chunk_products(rows, dots, tile + chunk * 64, xq + m0 * K + chunk * 8, K);
+#else
+                ints low, high;
                 nibbles(tile + chunk * 64, &low, &high);
                 for (int r = 0; r < rows; r++) {
                     const int8_t *x = xq + (m0 + r) * K + chunk * 8; /* 4 + 4 inputs to every lane */
                     dots[r] = dot(dot(dots[r], low, x), high, x + 4);
                 }
+#endif
             }
             for (int r = 0; r < rows; r++) group[r] = scaled(group[r], dots[r], sx[(m0 + r) * blocks + b]);
         }
