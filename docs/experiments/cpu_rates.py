@@ -74,10 +74,10 @@ int main(void) {
 AVX2_PEAK_SOURCE = r"""
 #include <omp.h>
 #include <stdio.h>
-/* eight vpmaddubsw a loop, each added (vpaddw) to one of eight sums, written out in asm: in C GCC made
-   ten equal products of loop-invariant operands one (until 2026-12-02 this printed half the real
-   rate), or kept the sums on the stack; whatever ymm14 and ymm15 hold, integer products take the
-   same time */
+/* eight vpmaddubsw a loop, each added (vpaddw) to one of eight sums, written out in asm: the C loop
+   before it had ten products of the same two registers, which GCC made one (until 2026-12-02 this
+   printed half the real rate), and in C GCC kept the sums on the stack; whatever ymm14 and ymm15
+   hold, integer products take the same time */
 #define PAIR(t, a) "vpmaddubsw %%ymm14, %%ymm15, %%ymm" #t "\n vpaddw %%ymm" #t ", %%ymm" #a ", %%ymm" #a "\n"
 int main(void) {
     const long n = 50000000;

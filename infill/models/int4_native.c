@@ -223,8 +223,10 @@ static inline __attribute__((always_inline)) void nibble_products(const int rows
    Row by row, both at once, as with AVX-512, left the 4 unpacked weights beside 4-5 rows' sums
    (2 registers each) in AVX2's 16 registers: GCC put sums on the stack and added each row's low
    and high products together before its sum (integers: it may), keeping 8-10 products aside.
-   The same integers: the 7B MLP's layers 0.85-0.95 times as long at 4-64 rows (docs/models.md,
-   "AVX2's sums in registers"). */
+   Each half is unpacked where it is used, not both by nibbles() first: with all four unpacked
+   registers live beside the sums, 5 rows took 1.06 times as long (one core, by hand). The same
+   integers: the 7B MLP's layers 0.85-0.95 times as long at 4-64 rows (docs/models.md, "AVX2's
+   sums in registers"). */
 static inline __attribute__((always_inline)) void chunk_products(const int rows, ints *dots, const uint8_t *chunk,
                                                                  const int8_t *x, int64_t K) {
     const __m256i mask = _mm256_set1_epi8(0x0F), *packed = (const __m256i *)chunk;
