@@ -272,9 +272,14 @@ def test_a_client_that_disconnects_frees_its_rows(server):
             "options": {"steps": 128, "cacheRefresh": 1, "commitThreshold": 1.0, "budget": 96}}  # fmt: skip
     body = json.dumps(slow).encode()
     address = urlsplit(server.url)
-    head = "".join(f"{name}: {value}\r\n" for name, value in server.headers.items())
-    request = (f"POST /v1/infill HTTP/1.1\r\nHost: {address.netloc}\r\n{head}Content-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+    lines = [
+        "POST /v1/infill HTTP/1.1",
+        f"Host: {address.netloc}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        *(f"{name}: {value}" for name, value in server.headers.items()),
+    ]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
     started = time.monotonic()
     with socket.create_connection((address.hostname, address.port), timeout=30) as client:
         client.sendall(request)
