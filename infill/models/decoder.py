@@ -245,14 +245,15 @@ def fused_span_layers(network: Decoder, x: torch.Tensor, cos: torch.Tensor, sin:
     runs = c_span_runs(x, cos, cache, positions, torch.float32, c.head_dim, c.num_heads // c.num_kv_heads)
     if runs is None or not int4_native.available():
         return None
-    layers = [fused_layer(layer) for layer in network.layers]
-    if any(layer is None for layer in layers):
+    layers = network.span_layer_calls()
+    if layers is None:
         return None
     flat, cos, sin = token_rows(x, cos, sin)
-    heads, scale, int4_at = (c.num_heads, c.num_kv_heads), c.head_dim**-0.5, int4_native.kernel_address()
-    for index, (norms, products, bias) in enumerate(layers):
-        own = [(rows, where, *contiguous(caches[index])) for rows, where, caches in runs]
-        layer_ops.span_layer_int4_(flat, norms, products, bias, heads, cos, sin, own, int4_at, scale)
+    heads, scale = (c.num_heads, c.num_kv_heads), c.head_dim**-0.5
+    shared = layer_ops.pass_runs([(rows, where) for rows, where, _ in runs])
+    for index, layer in enumerate(layers):
+        own = [contiguous(caches[index]) for _, _, caches in runs]
+        layer_ops.span_layer_int4_(flat, layer, heads, cos, sin, shared, own, scale)
     return flat.view(x.shape)
 
 
@@ -273,6 +274,27 @@ def fused_layer(layer: Layer) -> tuple | None:
     return tuple((norm.weight, norm.eps) for norm in norms), products, None if bias is None else bias.float()
 
 
+def held_tensors(layer: Layer) -> tuple:
+    """The tensors a layer's C call reads, as `layer_ops.int4_layer`'s `tensors` (None for a bias
+    or tiles a layer lacks), read from the modules' own tables: nn.Module's attribute lookup,
+    asked for every layer at every pass, would cost what the call's arguments did."""
+    modules = layer._modules
+    attn, mlp = modules["attn"]._modules, modules["mlp"]._modules
+    products = (attn["qkv"], attn["o"], mlp["gate_up"], mlp["down"])
+    norms = (modules["attn_norm"]._parameters["weight"], modules["mlp_norm"]._parameters["weight"])
+    return (*norms, attn["qkv"]._parameters.get("bias"),
+            *(p._buffers.get(name) for p in products for name in ("tiles", "scales", "offsets")))  # fmt: skip
+
+
+def still_held(calls: list, layers: nn.ModuleList) -> bool:
+    """Whether each layer still holds the tensors its call (`layer_ops.int4_layer`) was made from,
+    the same objects."""
+    return len(calls) == len(layers) and all(
+        made is held for call, layer in zip(calls, layers)
+        for made, held in zip(call.tensors, held_tensors(layer), strict=True)
+    )  # fmt: skip
+
+
 class Decoder(nn.Module):
     """ids (B, L) -> logits (B, L, vocab), every position attending to every other."""
 
@@ -283,6 +305,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
         self.norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.head = None if c.tied_head else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
+        self.span_calls: list[layer_ops.Int4Layer] | None = None  # `span_layer_calls`, once made
 
     def output(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x)
@@ -314,6 +337,17 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, attn_mask=attn_mask)
         return self.output(x)
+
+    def span_layer_calls(self) -> list[layer_ops.Int4Layer] | None:
+        """Each layer's fixed arguments to its span layer's C call (`fused_layer`,
+        `layer_ops.int4_layer`), made again whenever a layer no longer holds the tensors they
+        point into (a product quantized or loaded anew); None where a layer has no such call."""
+        if self.span_calls is None or not still_held(self.span_calls, self.layers):
+            layers = [fused_layer(layer) for layer in self.layers]
+            int4_at = int4_native.kernel_address()
+            fused = all(layer is not None for layer in layers)
+            self.span_calls = [layer_ops.int4_layer(*layer, int4_at) for layer in layers] if fused else None
+        return self.span_calls
 
     def new_cache(self) -> list[LayerCache]:
         return [LayerCache() for _ in self.layers]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -221,29 +222,63 @@ def span_block_(x: torch.Tensor, norms: tuple, weights: tuple, heads: int, cos: 
         raise MemoryError("the span layer's C call found no memory for its scratch")
 
 
-def span_layer_int4_(x: torch.Tensor, norms: tuple, products: tuple, qkv_bias: torch.Tensor | None,
-                     heads: tuple[int, int], cos: torch.Tensor, sin: torch.Tensor, runs: list,
-                     int4_at: int, scale: float) -> None:  # fmt: skip
-    """One layer of a published family's span pass with 4-bit weights (float32 numbers) in one
-    call (layer_ops.c, `infill_span_layer_int4`), x (T, E) float32 contiguous replaced by its
-    output. `norms`: (weight, eps) of the two norms; `products`: the qkv, o, gate/up and down
-    layers (infill.models.int4_native.NativeInt4Linear), `qkv_bias` the first's bias or None;
-    `heads`: (query heads, key/value heads); `runs`, cos and sin (T, D), as `span_block_`'s;
-    `int4_at`: the 4-bit product's address."""
+@dataclass(frozen=True)
+class Int4Layer:
+    """A layer's fixed arguments to `infill_span_layer_int4` (`int4_layer`): its norms, its four
+    4-bit products' tiles, scales, offsets and groups, the qkv product's bias, the MLP's inner
+    size; `tensors`, what they point into, held with them."""
+
+    arguments: tuple
+    tensors: tuple
+
+
+def int4_layer(norms: tuple, products: tuple, qkv_bias: torch.Tensor | None, int4_at: int) -> Int4Layer:
+    """`span_layer_int4_`'s layer: `norms`, (weight, eps) of the two norms; `products`, the qkv,
+    o, gate/up and down layers (infill.models.int4_native.NativeInt4Linear); `qkv_bias` the first's
+    bias or None; `int4_at`, the 4-bit product's address. Made once for a network's layer (a
+    pass made them for 24 layers in a tenth of a 0.5B cached pass: docs/models.md)."""
     (norm1, eps1), (norm2, eps2) = norms
     four = ctypes.c_void_p * 4
-    head_dim = cos.shape[1]
-    failed = build().library.infill_span_layer_int4(
-        x.data_ptr(), x.shape[0], x.shape[1], heads[0], heads[1], head_dim, cos.data_ptr(), sin.data_ptr(),
+    arguments = (
         norm1.data_ptr(), eps1, norm2.data_ptr(), eps2, int4_at,
         four(*(p.tiles.data_ptr() for p in products)), four(*(p.scales.data_ptr() for p in products)),
         four(*(p.offsets.data_ptr() for p in products)),
         (ctypes.c_int64 * 4)(*(p.in_features // p.scales.shape[1] for p in products)),
-        None if qkv_bias is None else qkv_bias.data_ptr(), products[3].in_features, *run_arguments(runs),
-        scale, torch.get_num_threads(),
+        None if qkv_bias is None else qkv_bias.data_ptr(), products[3].in_features,
+    )  # fmt: skip
+    tensors = (norm1, norm2, qkv_bias, *(t for p in products for t in (p.tiles, p.scales, p.offsets)))
+    return Int4Layer(arguments, tensors)
+
+
+def span_layer_int4_(x: torch.Tensor, layer: Int4Layer, heads: tuple[int, int], cos: torch.Tensor,
+                     sin: torch.Tensor, runs: tuple, caches: list, scale: float) -> None:  # fmt: skip
+    """One layer of a published family's span pass with 4-bit weights (float32 numbers) in one
+    call (layer_ops.c, `infill_span_layer_int4`), x (T, E) float32 contiguous replaced by its
+    output. `layer`: `int4_layer`'s; `heads`: (query heads, key/value heads); cos and sin (T, D),
+    as `span_block_`'s; `runs`: `pass_runs` of the pass's runs; `caches`: each run's cache of
+    this layer, (keys, values) contiguous (rows, heads, S, D)."""
+    count, rows, counts, positions = runs
+    lengths = (ctypes.c_int64 * count)(*(keys.shape[2] for keys, _ in caches))
+    keys, values = ((ctypes.c_void_p * count)(*(kv[i].data_ptr() for kv in caches)) for i in (0, 1))
+    failed = build().library.infill_span_layer_int4(
+        x.data_ptr(), x.shape[0], x.shape[1], heads[0], heads[1], cos.shape[1], cos.data_ptr(),
+        sin.data_ptr(), *layer.arguments, count, rows, counts, lengths, keys, values, positions, scale,
+        torch.get_num_threads(),
     )  # fmt: skip
     if failed:
         raise MemoryError("the span layer's C call found no memory for its scratch or activations")
+
+
+def pass_runs(runs: list) -> tuple:
+    """What the span layers of one pass share of its runs ((rows, positions (P,)) each), as their
+    C calls take it: the runs' count, their canvas rows, their positions' counts, where those are."""
+    count = len(runs)
+    return (
+        count,
+        (ctypes.c_int64 * count)(*(rows for rows, _ in runs)),
+        (ctypes.c_int64 * count)(*(len(where) for _, where in runs)),
+        (ctypes.c_void_p * count)(*(where.data_ptr() for _, where in runs)),
+    )
 
 
 def run_arguments(runs: list) -> tuple:

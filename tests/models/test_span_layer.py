@@ -178,3 +178,44 @@ def test_a_4_bit_networks_span_layers_in_c_are_its_modules_bit_for_bit(shape, mo
             assert torch.equal(got, want) and torch.equal(batched, want)
     for ours_, theirs_ in zip(ours, theirs, strict=True):
         assert_same_cache(ours_, theirs_)
+
+
+def test_a_4_bit_layer_given_new_weights_after_a_pass_is_read_with_them(monkeypatch):
+    """The C layers' fixed arguments are made once (`Decoder.span_layer_calls`): a product
+    quantized anew, or its tiles replaced, after a pass must be what the next pass reads."""
+    require_built(int4_native.build, "infill's 4-bit kernel", INT4_CPU_REASONS)
+    require_built(layer_ops.build, "infill's layer operations", ("built for Linux on x86-64 only",))
+    if layer_ops.most_queries() == 0:
+        pytest.skip("NOT TESTED: span layers in C: this CPU has neither AVX-512 nor AVX2 (modules run)")
+    network = random_network(SHAPES["Qwen2 (Dream, Open-dCoder)"], torch.device("cpu"), torch.float32, "int4")
+    ids = torch.randint(5, 500, (1, 48), generator=torch.Generator().manual_seed(3))
+    where = torch.tensor([10, 11, 12])
+    fused, answers = decoder.fused_span_layers, []
+
+    def pass_both_ways() -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            cache = network.new_cache()
+            network.logits_at(ids, where, cache, True)
+            theirs = copied(cache)
+            monkeypatch.setattr(
+                decoder, "fused_span_layers", lambda *args: answers.append(fused(*args)) or answers[-1]
+            )
+            got = network.logits_at(ids, where, cache, False)
+            monkeypatch.setattr(decoder, "fused_span_layers", lambda *args: None)
+            return got, network.logits_at(ids, where, theirs, False)
+
+    first, _ = pass_both_ways()
+    made = network.span_calls
+    assert made is not None
+    layer = network.layers[1]
+    weight = torch.randn(
+        layer.mlp.down.out_features, layer.mlp.down.in_features, generator=torch.Generator().manual_seed(4)
+    )
+    layer.mlp.down = int4_native.NativeInt4Linear(weight, None)  # a product quantized anew
+    got, want = pass_both_ways()
+    assert torch.equal(got, want) and not torch.equal(got, first) and network.span_calls is not made
+    qkv = network.layers[0].attn.qkv
+    qkv.register_buffer("tiles", torch.flip(qkv.tiles, dims=[0]).contiguous())  # its tiles replaced
+    again, want = pass_both_ways()
+    assert torch.equal(again, want) and not torch.equal(again, got)
+    assert len(answers) == 3 and all(answer is not None for answer in answers)  # each pass's layers in C
