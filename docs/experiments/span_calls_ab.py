@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import torch
+from cached_pass_time import median_ms  # beside this script
 
 from infill.bench.shapes import SHAPES, random_network
 
 PASSES = 50  # a round's passes of each kind
 
 
-def median_ms(network, ids, positions, cache, made_every_pass: bool) -> float:
-    times = []
-    for _ in range(PASSES):
-        if made_every_pass:
-            network.span_calls = None
-        started = time.perf_counter()
-        network.logits_at(ids, positions, cache, False)
-        times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
+class MadeEveryPass:
+    """The network with its layers' C arguments dropped before each pass, so made again."""
+
+    def __init__(self, network) -> None:
+        self.network = network
+
+    def logits_at(self, *args):
+        self.network.span_calls = None
+        return self.network.logits_at(*args)
 
 
 def main() -> None:
@@ -39,10 +39,10 @@ def main() -> None:
     before, after = [], []
     with torch.no_grad():
         network.logits_at(ids, positions, cache, True)
-        median_ms(network, ids, positions, cache, False)  # warm
+        median_ms(network, ids, positions, cache, 5)  # warm
         for _ in range(rounds):
-            before.append(median_ms(network, ids, positions, cache, True))
-            after.append(median_ms(network, ids, positions, cache, False))
+            before.append(median_ms(MadeEveryPass(network), ids, positions, cache, PASSES))
+            after.append(median_ms(network, ids, positions, cache, PASSES))
     ratio = statistics.median([b / a for a, b in zip(before, after)])
     print(f"{shape}: made every pass {statistics.median(before):.2f} ms, made once "
           f"{statistics.median(after):.2f} ms, median of paired ratios {ratio:.3f} ({rounds} rounds of "
