@@ -275,9 +275,10 @@ def fused_layer(layer: Layer) -> tuple | None:
 
 
 def held_tensors(layer: Layer) -> tuple:
-    """The tensors a layer's C call reads, as `layer_ops.int4_layer`'s `tensors` (None for a bias
-    or tiles a layer lacks), read from the modules' own tables: nn.Module's attribute lookup,
-    asked for every layer at every pass, would cost what the call's arguments did."""
+    """The tensors a layer's C call is made from: its norms' weights, the qkv bias and the
+    products' tiles, scales and offsets (None for one it lacks), read from the modules' own
+    tables: nn.Module's attribute lookup, asked for every layer at every pass, would cost what
+    the call's arguments did."""
     modules = layer._modules
     attn, mlp = modules["attn"]._modules, modules["mlp"]._modules
     products = (attn["qkv"], attn["o"], mlp["gate_up"], mlp["down"])
@@ -286,12 +287,12 @@ def held_tensors(layer: Layer) -> tuple:
             *(p._buffers.get(name) for p in products for name in ("tiles", "scales", "offsets")))  # fmt: skip
 
 
-def still_held(calls: list, layers: nn.ModuleList) -> bool:
-    """Whether each layer still holds the tensors its call (`layer_ops.int4_layer`) was made from,
-    the same objects."""
-    return len(calls) == len(layers) and all(
-        made is held for call, layer in zip(calls, layers)
-        for made, held in zip(call.tensors, held_tensors(layer), strict=True)
+def still_held(made_from: list[tuple], layers: nn.ModuleList) -> bool:
+    """Whether each layer still holds the tensors (`held_tensors`) its call was made from, the
+    same objects."""
+    return len(made_from) == len(layers) and all(
+        was is now for tensors, layer in zip(made_from, layers)
+        for was, now in zip(tensors, held_tensors(layer), strict=True)
     )  # fmt: skip
 
 
@@ -305,7 +306,8 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
         self.norm = RMSNorm(c.hidden_size, c.norm_eps)
         self.head = None if c.tied_head else nn.Linear(c.hidden_size, c.vocab_size, bias=False)
-        self.span_calls: list[layer_ops.Int4Layer] | None = None  # `span_layer_calls`, once made
+        self.span_calls: list[layer_ops.Int4Layer] | None = None  # `span_layer_calls`, once made,
+        self.span_calls_from: list[tuple] = []  # from these `held_tensors`
 
     def output(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x)
@@ -342,7 +344,8 @@ class Decoder(nn.Module):
         """Each layer's fixed arguments to its span layer's C call (`fused_layer`,
         `layer_ops.int4_layer`), made again whenever a layer no longer holds the tensors they
         point into (a product quantized or loaded anew); None where a layer has no such call."""
-        if self.span_calls is None or not still_held(self.span_calls, self.layers):
+        if self.span_calls is None or not still_held(self.span_calls_from, self.layers):
+            self.span_calls_from = [held_tensors(layer) for layer in self.layers]
             layers = [fused_layer(layer) for layer in self.layers]
             int4_at = int4_native.kernel_address()
             fused = all(layer is not None for layer in layers)

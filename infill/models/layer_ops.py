@@ -258,11 +258,9 @@ def span_layer_int4_(x: torch.Tensor, layer: Int4Layer, heads: tuple[int, int], 
     as `span_block_`'s; `runs`: `pass_runs` of the pass's runs; `caches`: each run's cache of
     this layer, (keys, values) contiguous (rows, heads, S, D)."""
     count, rows, counts, positions = runs
-    lengths = (ctypes.c_int64 * count)(*(keys.shape[2] for keys, _ in caches))
-    keys, values = ((ctypes.c_void_p * count)(*(kv[i].data_ptr() for kv in caches)) for i in (0, 1))
     failed = build().library.infill_span_layer_int4(
         x.data_ptr(), x.shape[0], x.shape[1], heads[0], heads[1], cos.shape[1], cos.data_ptr(),
-        sin.data_ptr(), *layer.arguments, count, rows, counts, lengths, keys, values, positions, scale,
+        sin.data_ptr(), *layer.arguments, count, rows, counts, *cache_arguments(caches), positions, scale,
         torch.get_num_threads(),
     )  # fmt: skip
     if failed:
@@ -281,17 +279,21 @@ def pass_runs(runs: list) -> tuple:
     )
 
 
-def run_arguments(runs: list) -> tuple:
-    """A span layer's runs as its C call takes them: their count, then per run its canvas rows,
-    positions and cache length, and where its keys, values and positions are."""
-    count = len(runs)
-    longs, pointers = ctypes.c_int64 * count, ctypes.c_void_p * count
+def cache_arguments(caches: list) -> tuple:
+    """What a span layer's C call takes of its runs' caches ((keys, values) each, contiguous
+    (rows, heads, S, D)): their lengths S, where their keys are, where their values are."""
+    count = len(caches)
+    pointers = ctypes.c_void_p * count
     return (
-        count,
-        longs(*(rows for rows, _, _, _ in runs)),
-        longs(*(len(where) for _, where, _, _ in runs)),
-        longs(*(keys.shape[2] for _, _, keys, _ in runs)),
-        pointers(*(keys.data_ptr() for _, _, keys, _ in runs)),
-        pointers(*(values.data_ptr() for _, _, _, values in runs)),
-        pointers(*(where.data_ptr() for _, where, _, _ in runs)),
+        (ctypes.c_int64 * count)(*(keys.shape[2] for keys, _ in caches)),
+        pointers(*(keys.data_ptr() for keys, _ in caches)),
+        pointers(*(values.data_ptr() for _, values in caches)),
     )
+
+
+def run_arguments(runs: list) -> tuple:
+    """A span layer's runs ((rows, positions, keys, values) each) as its C call takes them: their
+    count, their canvas rows and positions' counts (`pass_runs`), their caches (`cache_arguments`),
+    where their positions are."""
+    count, rows, counts, positions = pass_runs([(rows, where) for rows, where, _, _ in runs])
+    return count, rows, counts, *cache_arguments([(keys, values) for _, _, keys, values in runs]), positions

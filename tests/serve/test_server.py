@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import socket
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -263,9 +265,6 @@ def test_a_client_that_disconnects_frees_its_rows(server):
     the batch at its next pass (the driver counts it cancelled, long before its fill would end).
     The client hangs up on a raw socket when /metrics shows the request live, not after a fixed
     wait: on a fast CPU the whole fill can end within a second."""
-    import socket
-    from urllib.parse import urlsplit
-
     cancelled, finished = (f'infill_requests_ended_total{{how="{how}"}}' for how in ("cancelled", "finished"))
     before = server.metrics()
     slow = {"text": COUNTER_MODULE, "spans": [{"lines": "9-22"}],
