@@ -11,7 +11,9 @@ one client, without the driver's threads: the shipped model (bfloat16 on the CPU
 one-line fills of the held-out file of `infill.bench.serve.fill_bodies`, one after another on
 the document's kept context. docs/serving.md, "Where a CPU fill's time goes".
 
-    python docs/experiments/fill_time.py [FILLS] [TOP]
+    python docs/experiments/fill_time.py [FILLS] [TOP] [QUANTIZE]
+
+QUANTIZE: the model's `--quantize` (auto, the default, keeps the shipped model in bfloat16).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from infill.text.spans import line_span
 def main() -> None:
     fills = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
+    quantize = sys.argv[3] if len(sys.argv) > 3 else "auto"
     torch.set_num_threads(2)
-    denoiser = load(None, "cpu")
+    denoiser = load(None, "cpu", quantize=quantize)
     options = with_sampler(InfillOptions(), {"block_length": 4, "block_passes": True})
     contexts = DocumentContexts()
     profile = cProfile.Profile()
