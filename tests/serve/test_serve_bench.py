@@ -161,3 +161,26 @@ def test_the_metrics_of_a_server_of_two_replicas_are_added_up(monkeypatch):
     assert values[ANSWERED] == 2
     assert not any(name.startswith("infill_replica_info") for name in values)
     assert bench.added_up([values]) == values
+
+
+def test_a_replica_seen_before_is_waited_for_when_the_router_favours_the_other():
+    """Under load the router sends most reads to the less busy replica: after a read that found
+    both, a read that meets one replica twelve times before the other still adds up both (a network
+    double answers in that order); a replica that no longer answers drops out of the next reads."""
+    import httpx
+
+    from team_server.metrics import Metrics
+
+    texts = []
+    for memory, replica in ((600, "a:1"), (650, "b:2")):
+        metrics = Metrics()
+        metrics.replica = replica
+        texts.append(metrics.render() + f"process_resident_memory_bytes {memory * 2**20}\n")
+    answers = iter([0, 1] + [0] * 10 + [0] * 10 + [1] + [0] * bench.MOST_READS * 2)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=texts[next(answers)]))
+    target = bench.HttpTarget("http://server", {})
+    target.local.client = httpx.Client(base_url="http://server", transport=transport)
+    assert bench.memory_mib(target.metrics()) == 1250  # idle: both answer in turn
+    assert bench.memory_mib(target.metrics()) == 1250  # b after twelve reads of a
+    assert bench.memory_mib(target.metrics()) == 600  # b gone: MOST_READS reads of a
+    assert target.replicas == {'infill_replica_info{replica="a:1"}'}
