@@ -142,21 +142,9 @@ def test_the_metrics_of_a_server_of_two_replicas_are_added_up(monkeypatch):
     """Each replica counts its own and a read of /metrics reaches one of them (a network double
     here: two replicas' texts, answered in turn as a router might): the bench reads until it has
     seen both and adds them up, so a level's counters are the server's, not one replica's."""
-    import httpx
-
-    from team_server.metrics import Metrics
-
-    texts = []
-    for rows, replica in ((10, "a:1"), (30, "b:2")):
-        metrics = Metrics()
-        metrics.replica = replica
-        metrics.observe("/v1/infill", 200, 0.1)
-        texts.append(metrics.render() + f"infill_forward_rows_total {rows}\n")
-    answers = iter([0, 0, 0, 1] + [0, 1] * 20)
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=texts[next(answers)]))
-    target = bench.HttpTarget("http://server", {})
-    target.local.client = httpx.Client(base_url="http://server", transport=transport)
-    values = target.metrics()
+    texts = [replica_text(replica, f"infill_forward_rows_total {rows}", answered=1)
+             for rows, replica in ((10, "a:1"), (30, "b:2"))]  # fmt: skip
+    values = answering(texts, [0, 0, 0, 1] + [0, 1] * 20).metrics()
     assert values["infill_forward_rows_total"] == 40
     assert values[ANSWERED] == 2
     assert not any(name.startswith("infill_replica_info") for name in values)
@@ -167,20 +155,33 @@ def test_a_replica_seen_before_is_waited_for_when_the_router_favours_the_other()
     """Under load the router sends most reads to the less busy replica: after a read that found
     both, a read that meets one replica twelve times before the other still adds up both (a network
     double answers in that order); a replica that no longer answers drops out of the next reads."""
-    import httpx
-
-    from team_server.metrics import Metrics
-
-    texts = []
-    for memory, replica in ((600, "a:1"), (650, "b:2")):
-        metrics = Metrics()
-        metrics.replica = replica
-        texts.append(metrics.render() + f"process_resident_memory_bytes {memory * 2**20}\n")
-    answers = iter([0, 1] + [0] * 10 + [0] * 10 + [1] + [0] * bench.MOST_READS * 2)
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=texts[next(answers)]))
-    target = bench.HttpTarget("http://server", {})
-    target.local.client = httpx.Client(base_url="http://server", transport=transport)
+    texts = [replica_text(replica, f"process_resident_memory_bytes {memory * 2**20}")
+             for memory, replica in ((600, "a:1"), (650, "b:2"))]  # fmt: skip
+    target = answering(texts, [0, 1] + [0] * 10 + [0] * 10 + [1] + [0] * bench.MOST_READS * 2)
     assert bench.memory_mib(target.metrics()) == 1250  # idle: both answer in turn
     assert bench.memory_mib(target.metrics()) == 1250  # b after twelve reads of a
     assert bench.memory_mib(target.metrics()) == 600  # b gone: MOST_READS reads of a
     assert target.replicas == {'infill_replica_info{replica="a:1"}'}
+
+
+def replica_text(replica: str, line: str, answered: int = 0) -> str:
+    """A replica's /metrics text (`answered` fills of /v1/infill counted), with `line` added."""
+    from team_server.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.replica = replica
+    for _ in range(answered):
+        metrics.observe("/v1/infill", 200, 0.1)
+    return metrics.render() + line + "\n"
+
+
+def answering(texts: list[str], order: list[int]) -> bench.HttpTarget:
+    """An HttpTarget whose /metrics reads a network double answers with `texts`, one after
+    another in `order` (indexes), as a router choosing a replica for each read might."""
+    import httpx
+
+    answers = iter(order)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=texts[next(answers)]))
+    target = bench.HttpTarget("http://server", {})
+    target.local.client = httpx.Client(base_url="http://server", transport=transport)
+    return target
