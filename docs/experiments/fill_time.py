@@ -13,7 +13,8 @@ the document's kept context. docs/serving.md, "Where a CPU fill's time goes".
 
     python docs/experiments/fill_time.py [FILLS] [TOP] [QUANTIZE]
 
-QUANTIZE: the model's `--quantize` (auto, the default, keeps the shipped model in bfloat16).
+QUANTIZE: the model's `--quantize` (auto, the default: bfloat16 where the CPU computes it, else
+int4; none: bfloat16 or float32).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import infill.models.bf16_native as bf16_native
 from infill.errors import ModelError
 from infill.models.base import CachingDenoiser, Denoiser
 from infill.models.hub_cache import resolve_model
-from infill.models.quantize import check_quantizable, check_quantize, quantize_network
+from infill.models.quantize import check_quantizable, check_quantize, own_model_quantization, quantize_network
 
 __all__ = ["CachingDenoiser", "Denoiser", "SUPPORTED", "family_module", "load", "pick_device", "pick_dtype"]
 
@@ -40,7 +40,9 @@ def load(
     on a GPU, float32 on the CPU; this project's own models: `pick_native_dtype`); `quantize`:
     "int4" or "int8" (the linear layers' weights in 4 or 8 bits, on the CPU, int8 in float32
     only: infill.models.quantize; device "auto" then picks the CPU), "none", or "auto" (for
-    models of QUANTIZE_FROM parameters or more on the CPU, int8 where it fits, else int4).
+    models of QUANTIZE_FROM parameters or more on the CPU, int8 where it fits, else int4; this
+    project's own model with the dtype left to auto: int4 on a CPU without native bfloat16,
+    `own_model_quantization`).
     ModelError when the folder cannot be found or loaded; nothing is changed then."""
     if threads:
         torch.set_num_threads(threads)
@@ -49,7 +51,7 @@ def load(
     check_quantize(quantize, device)
     device = pick_device(device)
     native_dtype = pick_native_dtype(dtype, quantize)
-    dtype = pick_dtype(dtype, device)
+    asked_dtype, dtype = dtype, pick_dtype(dtype, device)
     import infill.models.native as native
 
     directory = resolve_model(path)
@@ -58,7 +60,8 @@ def load(
     check_quantizable(quantize, native_dtype if family is native else dtype, trust_remote_code)
     if family is native:
         backend = native.load_backend(directory, device=device, dtype=native_dtype)
-        quantize_network(backend.model, quantize, device, native_dtype)
+        own_quantize = own_model_quantization(quantize, asked_dtype, device, cpu_has_bfloat16())
+        quantize_network(backend.model, own_quantize, device, native_dtype)
         bf16_native.pack_network(backend.model)  # bfloat16 on the CPU: infill's product
         return backend
     if trust_remote_code:
@@ -131,7 +134,8 @@ def cpu_has_bfloat16() -> bool:
 def pick_native_dtype(dtype: str | torch.dtype | None, quantize: str = "auto") -> torch.dtype:
     """The dtype of this project's own (small) model, which runs on the CPU: as asked; for "auto"
     bfloat16 where the CPU computes it natively, else float32 (and float32 for int8 weights,
-    which are made from float32 ones). bfloat16 halves the weights read per pass: a span-only
+    which are made from float32 ones; with quantize "auto" those float32 weights become int4:
+    `own_model_quantization`). bfloat16 halves the weights read per pass: a span-only
     pass of the shipped model 8.3 -> 4.5 ms, its held-out line fills within one point of
     float32's (docs/models.md, "The shipped model's dtype")."""
     if dtype in (None, "auto"):

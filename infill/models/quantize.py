@@ -25,7 +25,8 @@ so a 7B bfloat16 checkpoint never has a float32 layer.
             as stored there), infill's own implementation
     "auto"  (the default) on the CPU, for networks of QUANTIZE_FROM parameters or more, the form
             that keeps quality where it fits in memory (`chosen_quantization`): int8 (a bfloat16
-            network: as stored), else int4
+            network: as stored), else int4; this project's own model int4 on a CPU without
+            native bfloat16 (`own_model_quantization`), else as stored
 
 PyTorch marks `torch.ao.quantization` deprecated in favour of the separate `torchao` package (its
 notice names 2.10 for the removal; the torch infill pins, 2.13, still runs it); the notice is
@@ -113,6 +114,26 @@ def chosen_quantization(
     room = MEMORY_SHARE * (memory or machine_memory())
     fastest = ("none", 2.0) if dtype == torch.bfloat16 else ("int8", 1.0)  # (form, bytes a weight)
     return fastest[0] if parameters * fastest[1] <= room else "int4"
+
+
+def own_model_quantization(
+    quantize: str, dtype: str | torch.dtype | None, device: torch.device, bfloat16_native: bool
+) -> str:
+    """What `quantize` means for this project's own model, with `dtype` as asked: "auto" with the
+    dtype left to auto on a CPU without native bfloat16 (`bfloat16_native` false, where the model
+    would otherwise run in float32) is int4. There a float32 span pass of the shipped model is
+    PyTorch's float32 products at a few rows (17.7 ms on a Zen 3, 7.1 ms in int4), its one-line
+    fill 1.6 times as long as int4's and `infill serve` 1.5-1.8 times slower, for held-out quality
+    within a point (docs/models.md, "The shipped model on a CPU without bfloat16"); only where
+    infill's own 4-bit kernel builds (PyTorch's multiplies in bfloat16). Elsewhere `quantize` as
+    asked (then `chosen_quantization`: "auto" leaves so small a model as stored); an asked dtype
+    keeps its float weights."""
+    float32 = dtype in (None, "auto") and device.type == "cpu" and not bfloat16_native
+    if quantize == "auto" and float32 and int4_native.available():
+        print("infill: int4 weights (--quantize auto on a CPU without native bfloat16; "
+              "--quantize none keeps float32)", file=sys.stderr)  # fmt: skip
+        return "int4"
+    return quantize
 
 
 def machine_memory() -> int:

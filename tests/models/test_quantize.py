@@ -25,11 +25,17 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from torch import nn
 
+import infill.models.int4_native as int4_native
 import infill.models.loader
 from infill.cli import EXIT_MODEL, main
 from infill.errors import ModelError
 from infill.models import load, pick_native_dtype
-from infill.models.quantize import chosen_quantization, quantized_layers
+from infill.models.quantize import (
+    chosen_quantization,
+    own_model_quantization,
+    quantized_kind,
+    quantized_layers,
+)
 from lsp_server.settings import Settings, parse_settings
 
 AGREEMENT = 0.8  # share of masked positions whose most likely token is the float model's
@@ -110,7 +116,7 @@ def test_auto_leaves_small_models_float(tiny):
     """(auto's choice for big models: tests/models/test_int4.py)"""
     folder = tiny("Dream")
     assert not quantized_layers(load(folder, "cpu", "float32").network)  # 10M parameters: float
-    assert not quantized_layers(load(None, "cpu").model)  # the shipped model (10M): float
+    assert not quantized_layers(load(None, "cpu", "float32").model)  # the shipped model (14M): float
     network = load(folder, "cpu", "float32", quantize="none").network
     assert chosen_quantization("auto", network, torch.device("cpu"), torch.float32) == "none"
 
@@ -187,5 +193,20 @@ def test_auto_dtype_of_the_shipped_model_follows_the_cpu(native, monkeypatch):
     assert pick_native_dtype("auto") == pick_native_dtype(None) == expected
     assert pick_native_dtype("auto", "int8") == torch.float32
     assert pick_native_dtype("float32") == torch.float32 and pick_native_dtype("bfloat16") == torch.bfloat16
-    assert load(None, "cpu").model.lm_head.weight.dtype == expected
+    assert load(None, "cpu").model.norm.weight.dtype == expected
     assert load(None, "cpu", quantize="int8").model.norm.weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_gives_the_shipped_model_int4_where_bfloat16_would_be_emulated(native, monkeypatch, capsys):
+    """With "auto" and the dtype left to auto: as stored (bfloat16) on a CPU that computes bfloat16,
+    int4 on one that would run the model in float32 (said on stderr); an asked dtype or quantize
+    is kept, and a GPU is never quantized by it."""
+    monkeypatch.setattr(infill.models.loader, "cpu_has_bfloat16", lambda: native)
+    int4 = not native and int4_native.available()  # (PyTorch's 4-bit kernel multiplies in bfloat16)
+    assert quantized_kind(load(None, "cpu").model) == ("int4" if int4 else "none")
+    assert ("int4 weights (--quantize auto" in capsys.readouterr().err) == int4
+    assert quantized_kind(load(None, "cpu", "float32").model) == "none"
+    assert quantized_kind(load(None, "cpu", quantize="none").model) == "none"
+    assert quantized_kind(load(None, "cpu", quantize="int8").model) == "int8"
+    assert own_model_quantization("auto", None, torch.device("cuda"), native) == "auto"

@@ -116,6 +116,17 @@ def test_every_vscode_setting_is_a_server_setting_or_the_extensions_own():
     assert set(re.findall(r"'(\w+)'", client)) == CLIENT_ONLY
 
 
+def test_every_vscode_setting_with_a_list_of_values_offers_what_its_cli_flag_takes():
+    """(null is the server's default, so a flag's "auto" may be left out of the list)"""
+    flags = cli_flags()
+    for name, setting in PROPERTIES.items():
+        key = name.removeprefix("infill.")
+        if "enum" not in setting or flag(key) not in flags:
+            continue
+        offered, taken = set(setting["enum"]) - {None}, set(flags[flag(key)].choices)
+        assert offered <= taken and taken - offered <= {"auto"}, (name, sorted(taken - offered))
+
+
 def test_the_editor_docs_list_the_server_settings_by_their_names():
     editors = (ROOT / "docs" / "editors.md").read_text()
     listed = editors.split("Settings (initializationOptions or the `infill` configuration section):")[1]
