@@ -32,8 +32,9 @@ CPU, infill.models.denoiser.device_context) unless `context_length` says otherwi
   floor        what a span pass must cost at least, both measured in the same run: the bytes of
                weights it reads (every layer's and the output layer's; the embedding is only
                looked up) over the memory bandwidth (`memory_bandwidth`), and its multiply-adds
-               over the best bfloat16 matrix product rate (`matmul_rate`); on 2 CPU cores a
-               16-position pass of a 7B network is bound by the second
+               over the best bfloat16 matrix product rate (`matmul_rate`; float32's on a CPU
+               that would emulate bfloat16: `product_dtype`); on 2 CPU cores a 16-position pass
+               of a 7B network is bound by the second
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import torch
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
+from infill.models.loader import cpu_has_bfloat16
 from infill.models.memory import loading_blocks
 from infill.models.native import DEFAULT_MODEL_DIR
 from infill.models.native.tokenizer import CodeTokenizer
@@ -105,7 +107,8 @@ class ShapeRow:
     fill_passes: dict[int, int] = field(default_factory=dict)  # by passes asked: the passes run
     weights_read_mib: float = 0.0  # the weights a span pass reads (`weights_read`)
     bandwidth_gbs: float = 0.0  # memory read rate measured in the same run (`memory_bandwidth`)
-    matmul_gflops: float = 0.0  # bfloat16 matrix product rate measured in the same run (`matmul_rate`)
+    matmul_gflops: float = 0.0  # matrix product rate measured in the same run (`matmul_rate`)
+    matmul_dtype: str = "bfloat16"  # the dtype it multiplied in (`product_dtype`)
     read_floor_ms: float = 0.0  # weights_read / bandwidth
     compute_floor_ms: float = 0.0  # 2 x span x the layers' multiply-adds / matmul rate
 
@@ -211,13 +214,24 @@ def memory_bandwidth(device: torch.device, mib: int = 1024, repeat: int = 5) -> 
     return data.numel() * 4 / best / 1e9
 
 
+def product_dtype(device: torch.device) -> torch.dtype:
+    """The dtype of `device`'s fastest float matrix product: bfloat16, but float32 on a CPU that
+    would emulate bfloat16 (AVX2 alone: 20 GFLOP/s there, a floor no pass is held to, which made
+    every pass read 0.1x its floor)."""
+    return torch.float32 if device.type == "cpu" and not cpu_has_bfloat16() else torch.bfloat16
+
+
 def matmul_rate(
-    device: torch.device, rows: int = 64, size: tuple[int, int] = (3584, 18944), repeat: int = 5
+    device: torch.device,
+    rows: int = 64,
+    size: tuple[int, int] = (3584, 18944),
+    repeat: int = 5,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> float:
-    """GFLOP/s of a bfloat16 product of `rows` rows by a (size) weight on `device` (the 7B shape's
+    """GFLOP/s of a `dtype` product of `rows` rows by a (size) weight on `device` (the 7B shape's
     MLP): the best of `repeat`; the most a span pass's products can go at."""
-    x = torch.randn(rows, size[0], device=device, dtype=torch.bfloat16)
-    w = torch.randn(size[1], size[0], device=device, dtype=torch.bfloat16)
+    x = torch.randn(rows, size[0], device=device, dtype=dtype)
+    w = torch.randn(size[1], size[0], device=device, dtype=dtype)
     best = float("inf")
     for _ in range(repeat + 1):
         started = time.perf_counter()
@@ -310,7 +324,8 @@ def measure_shape(
         ready_fill_ms[count] = timed(next_fill, before=partial(kept.refresh, prepared))
     read, numbers = weights_read(denoiser.network)
     peak, now = peak_mib(device), resident_mib(device)  # before the probes' own GiB of data
-    bandwidth, rate = memory_bandwidth(device), matmul_rate(device)
+    multiplied = product_dtype(device)
+    bandwidth, rate = memory_bandwidth(device), matmul_rate(device, dtype=multiplied)
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
@@ -330,6 +345,7 @@ def measure_shape(
         weights_read_mib=read / 2**20,
         bandwidth_gbs=bandwidth,
         matmul_gflops=rate,
+        matmul_dtype=str(multiplied).removeprefix("torch."),
         read_floor_ms=1000 * read / (bandwidth * 1e9),
         compute_floor_ms=1000 * 2 * numbers * len(positions) / (rate * 1e9),
     )
@@ -395,9 +411,10 @@ def format_rows(rows: list[ShapeRow]) -> str:
         read = ", ".join(f"{r.weights_read_mib:.0f}" for r in rows)
         bandwidth = ", ".join(f"{r.bandwidth_gbs:.1f}" for r in rows)
         rate = ", ".join(f"{r.matmul_gflops:.0f}" for r in rows)
+        multiplied = " / ".join(sorted({r.matmul_dtype for r in rows}))
         lines.append(
             f"floors: read fl. = weights a span pass reads ({read} MiB) / memory bandwidth "
-            f"({bandwidth} GB/s); comp fl. = its multiply-adds / bfloat16 matrix product rate ({rate} "
-            "GFLOP/s); x floor: the cached pass over the larger floor"
+            f"({bandwidth} GB/s); comp fl. = its multiply-adds / {multiplied} matrix product rate "
+            f"({rate} GFLOP/s); x floor: the cached pass over the larger floor"
         )
     return "\n".join(lines)

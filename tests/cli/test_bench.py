@@ -19,6 +19,7 @@ import torch
 from infill import bench
 from infill.bench import cli as bench_cli
 from infill.bench import quality as bench_quality
+from infill.bench import shapes as bench_shapes
 from infill.bench import tasks as bench_tasks
 from infill.bench.evalset import MODULES, load_functions
 from infill.bench.quality import Score, judge, normalized, percentile, run_program, summarize
@@ -509,14 +510,22 @@ def test_shapes_prints_each_pass_beside_its_floors_and_int4_reads_a_sixth_of_flo
         assert bench.main([*argv, "--quantize", quantize, "--json", str(out)]) == 0
         [rows[quantize]] = json.loads(out.read_text())["rows"]
     assert rows["none"]["dtype"] == "float32" and rows["int4"]["dtype"] == "int4"
+    multiplied = str(bench_shapes.product_dtype(torch.device("cpu"))).removeprefix("torch.")
     for row in rows.values():
-        assert row["bandwidth_gbs"] > 0 and row["matmul_gflops"] > 0
+        assert row["bandwidth_gbs"] > 0 and row["matmul_gflops"] > 0 and row["matmul_dtype"] == multiplied
         read_ms = row["weights_read_mib"] * 2**20 / row["bandwidth_gbs"] / 1e6
         assert row["read_floor_ms"] == pytest.approx(read_ms)
         assert row["compute_floor_ms"] > 0
     # 4.25 bits a weight against 32 (the tiny shape's output layer is most of its weights)
     assert rows["int4"]["weights_read_mib"] < rows["none"]["weights_read_mib"] / 6
-    assert "read fl." in capsys.readouterr().out
+    assert f"comp fl. = its multiply-adds / {multiplied} matrix product rate" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_compute_floor_multiplies_in_float32_where_the_cpu_would_emulate_bfloat16(native, monkeypatch):
+    monkeypatch.setattr(bench_shapes, "cpu_has_bfloat16", lambda: native)
+    assert bench_shapes.product_dtype(torch.device("cpu")) == (torch.bfloat16 if native else torch.float32)
+    assert bench_shapes.product_dtype(torch.device("cuda")) == torch.bfloat16
 
 
 @pytest.mark.slow
