@@ -111,6 +111,33 @@ def test_cached_logits_equal_full_logits_at_the_positions(family, loaded):
     assert (partial - full).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_shipped_models_cache_holds_keys_and_values_of_their_own(dtype):
+    """A refresh leaves each layer's keys and values contiguous in memory of their own, not views
+    of its qkv product (which kept the product alive and made every span pass's attention copy
+    the values whole, at every layer); span passes then give what they gave."""
+    backend = load(None, "cpu", dtype, quantize="none")
+    ids = torch.tensor([backend.encode(CODE)[:60]])
+    cache = backend.new_cache()
+    backend.cached_logits(ids, torch.arange(60), cache, refresh=True)
+    for layer in cache:
+        for held in (layer.keys, layer.values):
+            assert held.is_contiguous()
+            assert held.untyped_storage().nbytes() == held.numel() * held.element_size()
+    positions = torch.tensor([5, 6, 7])
+    again = backend.new_cache()
+    backend.cached_logits(ids, torch.arange(60), again, refresh=True)
+    for layer in again:  # the old layout: values a view of a larger tensor
+        whole = torch.zeros(*layer.values.shape[:2], layer.values.shape[2], 3, layer.values.shape[3],
+                            dtype=layer.values.dtype)  # fmt: skip
+        whole[:, :, :, 2] = layer.values
+        layer.values = whole[:, :, :, 2]
+    assert torch.equal(
+        backend.cached_logits(ids, positions, cache, refresh=False),
+        backend.cached_logits(ids, positions, again, refresh=False),
+    )
+
+
 @pytest.mark.parametrize("family", ["Dream", "LLaDA"])
 def test_the_output_layer_at_some_rows_gives_those_rows_logits(family, loaded):
     network = loaded(family).network
