@@ -60,7 +60,7 @@ def load(
     check_quantizable(quantize, native_dtype if family is native else dtype, trust_remote_code)
     if family is native:
         backend = native.load_backend(directory, device=device, dtype=native_dtype)
-        own_quantize = own_model_quantization(quantize, asked_dtype, device, cpu_has_bfloat16())
+        own_quantize = own_model_quantization(quantize, asked_dtype, device, native_dtype)
         quantize_network(backend.model, own_quantize, device, native_dtype)
         bf16_native.pack_network(backend.model)  # bfloat16 on the CPU: infill's product
         return backend

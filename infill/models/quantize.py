@@ -117,18 +117,18 @@ def chosen_quantization(
 
 
 def own_model_quantization(
-    quantize: str, dtype: str | torch.dtype | None, device: torch.device, bfloat16_native: bool
+    quantize: str, dtype: str | torch.dtype | None, device: torch.device, native_dtype: torch.dtype
 ) -> str:
-    """What `quantize` means for this project's own model, with `dtype` as asked: "auto" with the
-    dtype left to auto on a CPU without native bfloat16 (`bfloat16_native` false, where the model
-    would otherwise run in float32) is int4. There a float32 span pass of the shipped model is
+    """What `quantize` means for this project's own model, with `dtype` as asked and
+    `native_dtype` what `pick_native_dtype` made of it: "auto" with the dtype left to auto where
+    that is float32 (a CPU without native bfloat16) is int4. There a float32 span pass of the shipped model is
     PyTorch's float32 products at a few rows (17.7 ms on a Zen 3, 7.1 ms in int4), its one-line
     fill 1.6 times as long as int4's and `infill serve` 1.5-1.8 times slower, for held-out quality
     within a point (docs/models.md, "The shipped model on a CPU without bfloat16"); only where
     infill's own 4-bit kernel builds (PyTorch's multiplies in bfloat16). Elsewhere `quantize` as
     asked (then `chosen_quantization`: "auto" leaves so small a model as stored); an asked dtype
     keeps its float weights."""
-    float32 = dtype in (None, "auto") and device.type == "cpu" and not bfloat16_native
+    float32 = dtype in (None, "auto") and device.type == "cpu" and native_dtype == torch.float32
     if quantize == "auto" and float32 and int4_native.available():
         print("infill: int4 weights (--quantize auto on a CPU without native bfloat16; "
               "--quantize none keeps float32)", file=sys.stderr)  # fmt: skip

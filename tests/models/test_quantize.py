@@ -209,4 +209,4 @@ def test_auto_gives_the_shipped_model_int4_where_bfloat16_would_be_emulated(nati
     assert quantized_kind(load(None, "cpu", "float32").model) == "none"
     assert quantized_kind(load(None, "cpu", quantize="none").model) == "none"
     assert quantized_kind(load(None, "cpu", quantize="int8").model) == "int8"
-    assert own_model_quantization("auto", None, torch.device("cuda"), native) == "auto"
+    assert own_model_quantization("auto", None, torch.device("cuda"), pick_native_dtype("auto")) == "auto"
