@@ -2,10 +2,10 @@
 0.5B shape on two cores"):
 
   peak       the CPU's rate of AVX-512 VNNI (vpdpbusd: 64 byte multiply-adds) and AVX-512 BF16
-             (vdpbf16ps: 32 bfloat16 ones) instructions, ten independent sums a loop, on every
-             core at once (a small C program built here with -march=native; skipped without cc),
-             in GMAC/s for all cores; on a CPU with AVX2 and not AVX-512, AVX2's byte products
-             as infill's kernel does them there (vpmaddubsw, 32 of them, then vpaddw);
+             (vdpbf16ps: 32 bfloat16 ones) instructions, in GMAC/s for all cores; on a CPU with
+             AVX2 and not AVX-512, AVX2's byte products as infill's kernel does them there
+             (vpmaddubsw, 32 of them, then vpaddw): infill.bench.cpu_peaks' small C programs
+             (skipped without cc);
   kernel     infill's 4-bit product (infill.models.int4_native) on one layer that stays in the
              cores' caches (the 0.5B shape's MLP up, half its rows a thread), 1-64 rows of
              activations: its best rate, GMAC/s, and its share of the integer peak;
@@ -22,111 +22,16 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
 from functools import partial
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from infill.bench.cpu_peaks import avx2_peak_rate, peak_rates
 from infill.bench.shapes import matmul_rate
-from infill.models import c_build, int4_native, layer_ops
-
-PEAK_SOURCE = r"""
-#include <immintrin.h>
-#include <omp.h>
-#include <stdio.h>
-#define SUMS(op) op(a0); op(a1); op(a2); op(a3); op(a4); op(a5); op(a6); op(a7); op(a8); op(a9);
-#define VNNI(a) a = _mm512_dpbusd_epi32(a, w, x)
-#define BF16(a) a = (__m512i)_mm512_dpbf16_ps((__m512)a, (__m512bh)w, (__m512bh)x)
-int main(void) {
-    const long n = 50000000;
-    double rates[2] = {0, 0};
-#pragma omp parallel reduction(+ : rates[:2])
-    for (int kind = 0; kind < 2; kind++) {
-        __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(5);
-        __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2),
-                a3 = _mm512_set1_epi32(3), a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5),
-                a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7), a8 = _mm512_set1_epi32(8),
-                a9 = _mm512_set1_epi32(9);
-#pragma omp barrier
-        double t = omp_get_wtime();
-        for (long i = 0; i < n; i++) {
-            if (kind == 0) { SUMS(VNNI) } else { SUMS(BF16) }
-            __asm__ volatile("" : "+v"(w), "+v"(x));
-        }
-        t = omp_get_wtime() - t;
-        __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
-                                     _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
-        s = _mm512_add_epi32(s, _mm512_add_epi32(a8, a9));
-        if (_mm512_reduce_add_epi32(s) == 42) printf("!");
-        rates[kind] += n * 10.0 * (kind == 0 ? 64 : 32) / t / 1e9;
-    }
-    printf("%.1f %.1f\n", rates[0], rates[1]);
-    return 0;
-}
-"""
-
-AVX2_PEAK_SOURCE = r"""
-#include <omp.h>
-#include <stdio.h>
-/* eight vpmaddubsw a loop, each added (vpaddw) to one of eight sums, written out in asm: the C loop
-   before it had ten products of the same two registers, which GCC made one (until 2026-12-02 this
-   printed half the real rate), and in C GCC kept the sums on the stack; whatever ymm14 and ymm15
-   hold, integer products take the same time */
-#define PAIR(t, a) "vpmaddubsw %%ymm14, %%ymm15, %%ymm" #t "\n vpaddw %%ymm" #t ", %%ymm" #a ", %%ymm" #a "\n"
-int main(void) {
-    const long n = 50000000;
-    double rate = 0;
-#pragma omp parallel reduction(+ : rate)
-    {
-#pragma omp barrier
-        double t = omp_get_wtime();
-        for (long i = 0; i < n; i++)
-            __asm__ volatile(PAIR(8, 0) PAIR(9, 1) PAIR(10, 2) PAIR(11, 3) PAIR(8, 4) PAIR(9, 5)
-                             PAIR(10, 6) PAIR(11, 7)
-                             ::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-                                 "xmm9", "xmm10", "xmm11");
-        t = omp_get_wtime() - t;
-        rate += n * 8.0 * 32 / t / 1e9;
-    }
-    printf("%.1f\n", rate);
-    return 0;
-}
-"""
-
-
-def run_program(source_text: str, threads: int) -> str:
-    """What a C program built here for this CPU prints, run on `threads` OpenMP threads."""
-    with tempfile.TemporaryDirectory() as folder:
-        source, program = Path(folder, "peak.c"), Path(folder, "peak")
-        source.write_text(source_text)
-        build = [shutil.which("cc"), "-O2", "-march=native", "-fopenmp", str(source), "-o", str(program)]
-        subprocess.run(build, check=True)
-        return subprocess.run([str(program)], env={"OMP_NUM_THREADS": str(threads)}, capture_output=True,
-                              text=True, check=True).stdout  # fmt: skip
-
-
-def avx2_peak_rate(threads: int) -> float | None:
-    """AVX2's byte products (vpmaddubsw then vpaddw), GMAC/s of `threads` cores at once; None
-    without a compiler or AVX2, or on a CPU with AVX-512 VNNI (the kernel does not use them there)."""
-    flags = c_build.cpu_flags().split()
-    if shutil.which("cc") is None or "avx2" not in flags or "avx512_vnni" in flags:
-        return None
-    return float(run_program(AVX2_PEAK_SOURCE, threads))
-
-
-def peak_rates(threads: int) -> tuple[float, float] | None:
-    """(VNNI, BF16) GMAC/s of `threads` cores at once; None without a compiler or AVX-512 BF16."""
-    flags = c_build.cpu_flags().split()
-    if shutil.which("cc") is None or "avx512_bf16" not in flags or "avx512_vnni" not in flags:
-        return None
-    vnni, bf16 = map(float, run_program(PEAK_SOURCE, threads).split())
-    return vnni, bf16
+from infill.models import int4_native, layer_ops
 
 
 def best_seconds(run, repeat: int) -> float:

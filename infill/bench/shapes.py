@@ -33,8 +33,10 @@ CPU, infill.models.denoiser.device_context) unless `context_length` says otherwi
                weights it reads (every layer's and the output layer's; the embedding is only
                looked up) over the memory bandwidth (`memory_bandwidth`), and its multiply-adds
                over the best bfloat16 matrix product rate (`matmul_rate`; float32's on a CPU
-               that would emulate bfloat16: `product_dtype`); on 2 CPU cores a 16-position pass
-               of a 7B network is bound by the second
+               that would emulate bfloat16: `product_dtype`), or, for a 4-bit network that
+               infill's kernel multiplies, over the peak of the integer dot products it uses
+               (`products_rate`); on 2 CPU cores a 16-position pass of a 7B network is bound by
+               the second
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from functools import partial
 
 import torch
 
+from infill.bench.cpu_peaks import integer_peak
 from infill.engine.kept_context import KeptContext, context_ids
 from infill.models.decoder import Decoder, DecoderConfig
 from infill.models.denoiser import CONTEXT_CAP, CachingCheckpointDenoiser, device_context
@@ -107,8 +110,9 @@ class ShapeRow:
     fill_passes: dict[int, int] = field(default_factory=dict)  # by passes asked: the passes run
     weights_read_mib: float = 0.0  # the weights a span pass reads (`weights_read`)
     bandwidth_gbs: float = 0.0  # memory read rate measured in the same run (`memory_bandwidth`)
-    matmul_gflops: float = 0.0  # matrix product rate measured in the same run (`matmul_rate`)
-    matmul_dtype: str = "bfloat16"  # the dtype it multiplied in (`product_dtype`)
+    matmul_gflops: float = 0.0  # the products' rate measured in the same run (`products_rate`)
+    matmul_dtype: str = "bfloat16"  # what they multiply in: "int8" (a 4-bit network's integer
+    #   dot products, at the CPU's peak), else a float matrix product's dtype (`product_dtype`)
     read_floor_ms: float = 0.0  # weights_read / bandwidth
     compute_floor_ms: float = 0.0  # 2 x span x the layers' multiply-adds / matmul rate
 
@@ -221,6 +225,23 @@ def product_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "cpu" and not cpu_has_bfloat16() else torch.bfloat16
 
 
+RATE_NAMES = {"int8": "int8 dot products' peak"}  # else "bfloat16", "float32": a matrix product's
+
+
+def products_rate(network: torch.nn.Module, device: torch.device) -> tuple[str, float]:
+    """What a pass of `network` multiplies in and the most GFLOP/s (GOP/s) it could: int8 at the
+    peak of the integer dot products infill's kernel multiplies with (infill.bench.cpu_peaks),
+    for a 4-bit network on a CPU where the kernel serves it (its products are integer ones:
+    against bfloat16's or float32's rate a pass could read below its floor, 0.4x on a Zen 3);
+    else the best `product_dtype` matrix product (`matmul_rate`)."""
+    if device.type == "cpu" and quantized_kind(network) == "int4":
+        peak = integer_peak(torch.get_num_threads())
+        if peak is not None:
+            return "int8", 2 * peak.gmacs
+    multiplied = product_dtype(device)
+    return str(multiplied).removeprefix("torch."), matmul_rate(device, dtype=multiplied)
+
+
 def matmul_rate(
     device: torch.device,
     rows: int = 64,
@@ -324,8 +345,8 @@ def measure_shape(
         ready_fill_ms[count] = timed(next_fill, before=partial(kept.refresh, prepared))
     read, numbers = weights_read(denoiser.network)
     peak, now = peak_mib(device), resident_mib(device)  # before the probes' own GiB of data
-    multiplied = product_dtype(device)
-    bandwidth, rate = memory_bandwidth(device), matmul_rate(device, dtype=multiplied)
+    bandwidth = memory_bandwidth(device)
+    multiplied, rate = products_rate(denoiser.network, device)
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
@@ -345,7 +366,7 @@ def measure_shape(
         weights_read_mib=read / 2**20,
         bandwidth_gbs=bandwidth,
         matmul_gflops=rate,
-        matmul_dtype=str(multiplied).removeprefix("torch."),
+        matmul_dtype=multiplied,
         read_floor_ms=1000 * read / (bandwidth * 1e9),
         compute_floor_ms=1000 * 2 * numbers * len(positions) / (rate * 1e9),
     )
@@ -410,11 +431,11 @@ def format_rows(rows: list[ShapeRow]) -> str:
     if rows:
         read = ", ".join(f"{r.weights_read_mib:.0f}" for r in rows)
         bandwidth = ", ".join(f"{r.bandwidth_gbs:.1f}" for r in rows)
-        rate = ", ".join(f"{r.matmul_gflops:.0f}" for r in rows)
-        multiplied = " / ".join(sorted({r.matmul_dtype for r in rows}))
+        named = [(RATE_NAMES.get(r.matmul_dtype, r.matmul_dtype), r.matmul_gflops) for r in rows]
+        rate = ", ".join(f"{name} {gflops:.0f}" for name, gflops in named)
         lines.append(
             f"floors: read fl. = weights a span pass reads ({read} MiB) / memory bandwidth "
-            f"({bandwidth} GB/s); comp fl. = its multiply-adds / {multiplied} matrix product rate "
-            f"({rate} GFLOP/s); x floor: the cached pass over the larger floor"
+            f"({bandwidth} GB/s); comp fl. = its multiply-adds / the products' rate ({rate} "
+            f"GFLOP/s); x floor: the cached pass over the larger floor"
         )
     return "\n".join(lines)

@@ -18,6 +18,7 @@ import torch
 
 from infill import bench
 from infill.bench import cli as bench_cli
+from infill.bench import cpu_peaks
 from infill.bench import quality as bench_quality
 from infill.bench import shapes as bench_shapes
 from infill.bench import tasks as bench_tasks
@@ -511,14 +512,23 @@ def test_shapes_prints_each_pass_beside_its_floors_and_int4_reads_a_sixth_of_flo
         [rows[quantize]] = json.loads(out.read_text())["rows"]
     assert rows["none"]["dtype"] == "float32" and rows["int4"]["dtype"] == "int4"
     multiplied = str(bench_shapes.product_dtype(torch.device("cpu"))).removeprefix("torch.")
+    # a 4-bit pass's products are the kernel's integer ones: its floor is their peak's
+    integer = cpu_peaks.integer_peak(torch.get_num_threads()) is not None
+    assert rows["none"]["matmul_dtype"] == multiplied
+    assert rows["int4"]["matmul_dtype"] == ("int8" if integer else multiplied)
     for row in rows.values():
-        assert row["bandwidth_gbs"] > 0 and row["matmul_gflops"] > 0 and row["matmul_dtype"] == multiplied
+        assert row["bandwidth_gbs"] > 0 and row["matmul_gflops"] > 0
         read_ms = row["weights_read_mib"] * 2**20 / row["bandwidth_gbs"] / 1e6
         assert row["read_floor_ms"] == pytest.approx(read_ms)
         assert row["compute_floor_ms"] > 0
+    # the same multiply-adds, each set against its own rate
+    work = [row["compute_floor_ms"] * row["matmul_gflops"] for row in rows.values()]
+    assert work[0] == pytest.approx(work[1])
     # 4.25 bits a weight against 32 (the tiny shape's output layer is most of its weights)
     assert rows["int4"]["weights_read_mib"] < rows["none"]["weights_read_mib"] / 6
-    assert f"comp fl. = its multiply-adds / {multiplied} matrix product rate" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"comp fl. = its multiply-adds / the products' rate ({multiplied} " in out
+    assert ("int8 dot products' peak" in out) == integer
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -526,6 +536,46 @@ def test_the_compute_floor_multiplies_in_float32_where_the_cpu_would_emulate_bfl
     monkeypatch.setattr(bench_shapes, "cpu_has_bfloat16", lambda: native)
     assert bench_shapes.product_dtype(torch.device("cpu")) == (torch.bfloat16 if native else torch.float32)
     assert bench_shapes.product_dtype(torch.device("cuda")) == torch.bfloat16
+
+
+def test_the_integer_peak_is_that_of_the_instructions_the_4bit_kernel_multiplies_with():
+    from infill.models import int4_native
+
+    if not int4_native.available():
+        pytest.skip(f"infill's 4-bit kernel is not built here: {int4_native.build().reason}")
+    peak = cpu_peaks.integer_peak(1)
+    instructions = int4_native.build().library.infill_int4_instructions().decode()
+    if instructions == "AVX-VNNI":
+        assert peak is None  # no program measures it yet
+        return
+    assert peak.instructions == instructions and peak.gmacs > 0
+    # no 4-bit product runs faster than the instructions it is made of (the kernel's best is 73%
+    #   of the peak; a program that counted half the instructions read 146%: a fifth's margin for a
+    #   busy machine's slower peak)
+    rows, tiles = 64, int4_native.pack(torch.randn(1024, 2048) * 0.02, 128)
+    x = torch.randn(rows, 2048)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seconds = []
+        for _ in range(5):
+            started = time.perf_counter()
+            int4_native.matmul(x, *tiles)
+            seconds.append(time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(threads)
+    assert rows * 1024 * 2048 / min(seconds) / 1e9 < 1.2 * peak.gmacs
+
+
+def test_a_4bit_pass_without_an_integer_peak_is_set_against_the_float_product(monkeypatch):
+    monkeypatch.setattr(bench_shapes, "integer_peak", lambda threads: None)
+    monkeypatch.setattr(bench_shapes, "matmul_rate", lambda device, dtype: 123.0)
+    network = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    monkeypatch.setattr(bench_shapes, "quantized_kind", lambda network: "int4")
+    multiplied = str(bench_shapes.product_dtype(torch.device("cpu"))).removeprefix("torch.")
+    assert bench_shapes.products_rate(network, torch.device("cpu")) == (multiplied, 123.0)
+    monkeypatch.setattr(bench_shapes, "integer_peak", lambda threads: cpu_peaks.Peak(100.0, "AVX2"))
+    assert bench_shapes.products_rate(network, torch.device("cpu")) == ("int8", 200.0)
 
 
 @pytest.mark.slow
