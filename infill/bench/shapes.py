@@ -37,6 +37,9 @@ CPU, infill.models.denoiser.device_context) unless `context_length` says otherwi
                infill's kernel multiplies, over the peak of the integer dot products it uses
                (`products_rate`); on 2 CPU cores a 16-position pass of a 7B network is bound by
                the second
+  ready floor  the same for the ready fill: its passes one after another, each computing the
+               positions the engine asked of it (`CountedPasses`; the output layer at those given
+               logits alone), each at the larger of its two floors (`passes_floor_ms`)
 """
 
 from __future__ import annotations
@@ -115,6 +118,10 @@ class ShapeRow:
     #   dot products, at the CPU's peak), else a float matrix product's dtype (`product_dtype`)
     read_floor_ms: float = 0.0  # weights_read / bandwidth
     compute_floor_ms: float = 0.0  # 2 x span x the layers' multiply-adds / matmul rate
+    ready_fill_positions: dict[int, list[int]] = field(default_factory=dict)  # by passes: the
+    #   positions each of the ready fill's passes computed (`CountedPasses`)
+    ready_fill_floor_ms: dict[int, float] = field(default_factory=dict)  # by passes: those
+    #   passes, each at the larger of its floors (`passes_floor_ms`)
 
     @property
     def cached_over_floor(self) -> float:
@@ -330,7 +337,7 @@ def measure_shape(
     full_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=True))
     denoiser.cached_logits(ids, positions, cache, refresh=False)  # untimed: the process's first
     cached_ms = timed(lambda: denoiser.cached_logits(ids, positions, cache, refresh=False))
-    fill_ms, kept_fill_ms, ready_fill_ms, fill_passes = {}, {}, {}, {}
+    fill_ms, kept_fill_ms, ready_fill_ms, fill_passes, ready_passes = {}, {}, {}, {}, {}
     next_span = next_span or span
     prepared = context_ids(denoiser, document, next_span.start, window)  # the idle refresh's canvas
     for count in passes:
@@ -338,15 +345,21 @@ def measure_shape(
         fill = partial(infill, filling(denoiser), document, [span], options(count))
         fill_ms[count] = timed(partial(keep, results, fill))
         fill_passes[count] = results[-1].stats.forward_passes
-        kept = KeptContext(denoiser)
+        counted = CountedPasses(denoiser)  # the passes the kept context runs
+        kept = KeptContext(counted)
         next_fill = partial(infill, filling(kept), document, [next_span], options(count))
         infill(filling(kept), document, [span], options(count))
         kept_fill_ms[count] = timed(next_fill)
-        ready_fill_ms[count] = timed(next_fill, before=partial(kept.refresh, prepared))
+        ready_fill_ms[count] = timed(next_fill, before=partial(ready_again, kept, counted, prepared))
+        ready_passes[count] = list(counted.passes)  # the last ready fill's
     read, numbers = weights_read(denoiser.network)
     peak, now = peak_mib(device), resident_mib(device)  # before the probes' own GiB of data
     bandwidth = memory_bandwidth(device)
     multiplied, rate = products_rate(denoiser.network, device)
+    config = denoiser.network.config
+    head = config.vocab_size * config.hidden_size  # the output layer's multiply-adds a position
+    read_s = read / (bandwidth * 1e9)
+    floors = partial(passes_floor_ms, read_s=read_s, layers=numbers - head, head=head, rate=rate)
     return ShapeRow(
         shape=name,
         params=denoiser.network.config.parameters,
@@ -369,7 +382,56 @@ def measure_shape(
         matmul_dtype=multiplied,
         read_floor_ms=1000 * read / (bandwidth * 1e9),
         compute_floor_ms=1000 * 2 * numbers * len(positions) / (rate * 1e9),
+        ready_fill_positions={count: [rows for rows, _ in kept] for count, kept in ready_passes.items()},
+        ready_fill_floor_ms={count: floors(kept) for count, kept in ready_passes.items()},
     )
+
+
+def ready_again(kept: KeptContext, counted: CountedPasses, prepared: torch.Tensor) -> None:
+    """Before a timed ready fill: the idle refresh, then every pass before it forgotten."""
+    kept.refresh(prepared)
+    counted.passes.clear()
+
+
+def passes_floor_ms(
+    passes: list[tuple[int, int]], read_s: float, layers: int, head: int, rate: float
+) -> float:
+    """What `passes` (each: positions computed, those of them given logits) must cost at least, one
+    after another: each reads the weights (`read_s`) and does 2 x its multiply-adds (`layers` a
+    position, `head` more a position given logits) at `rate` GFLOP/s, whichever takes longer."""
+    arithmetic = [2 * (layers * rows + head * given) / (rate * 1e9) for rows, given in passes]
+    return 1000 * sum(max(read_s, seconds) for seconds in arithmetic)
+
+
+class CountedPasses:
+    """A denoiser that keeps the size of each pass asked of the inner one, (positions it computes,
+    those of them it returns logits for), in `passes` (a pass that refreshes computes the whole
+    canvas). Under a kept context (infill.engine.kept_context), the passes that context runs: the
+    positions a ready fill's passes compute."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.passes = inner, []
+
+    def __getattr__(self, name: str):
+        if name in ("inner", "passes"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def cached_logits(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        refresh: bool,
+        predicted: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        rows = ids.shape[1] if refresh else len(positions)
+        if predicted is None:
+            given = len(positions)
+        else:
+            given = int(predicted.sum()) if predicted.dtype == torch.bool else predicted.numel()
+        self.passes.append((rows, given))
+        return self.inner.cached_logits(ids, positions, cache, refresh, predicted)
 
 
 class DecidedLength:
@@ -438,4 +500,12 @@ def format_rows(rows: list[ShapeRow]) -> str:
             f"({bandwidth} GB/s); comp fl. = its multiply-adds / the products' rate ({rate} "
             f"GFLOP/s); x floor: the cached pass over the larger floor"
         )
+    for r in rows:
+        for count, floor in sorted(r.ready_fill_floor_ms.items()):
+            positions = ", ".join(map(str, r.ready_fill_positions[count]))
+            ms = r.ready_fill_ms[count]
+            lines.append(
+                f"{r.shape} ready@{count}: {ms:.0f} ms, {ms / floor:.1f}x its floor of {floor:.0f} ms "
+                f"(passes of {positions} positions, each at its larger floor)"
+            )
     return "\n".join(lines)

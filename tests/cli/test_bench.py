@@ -526,9 +526,27 @@ def test_shapes_prints_each_pass_beside_its_floors_and_int4_reads_a_sixth_of_flo
     assert work[0] == pytest.approx(work[1])
     # 4.25 bits a weight against 32 (the tiny shape's output layer is most of its weights)
     assert rows["int4"]["weights_read_mib"] < rows["none"]["weights_read_mib"] / 6
+    # the ready fill beside its floor: its passes as the kept context ran them, spans of the
+    #   canvas and not the whole of it (the idle refresh prepared that), each no cheaper than a
+    #   pass's reading floor
+    for row in rows.values():
+        positions, floor = row["ready_fill_positions"]["2"], row["ready_fill_floor_ms"]["2"]
+        assert len(positions) == row["fill_passes"]["2"]
+        assert all(0 < count < row["canvas"] for count in positions)
+        assert floor >= len(positions) * row["read_floor_ms"] * (1 - 1e-9)
     out = capsys.readouterr().out
     assert f"comp fl. = its multiply-adds / the products' rate ({multiplied} " in out
     assert ("int8 dot products' peak" in out) == integer
+    assert "llada-8b-tiny ready@2: " in out and "each at its larger floor" in out
+
+
+def test_a_fills_floor_is_each_pass_at_the_larger_of_reading_and_arithmetic():
+    # 1e9 multiply-adds a position in the layers, 1e8 more in the output layer, at 100 GFLOP/s:
+    #   32 positions with logits 0.704 s, 20 with 4 of them given logits 0.408 s, 1 position 0.022 s
+    #   (under its reading, 0.1 s)
+    passes = [(32, 32), (20, 4), (1, 1)]
+    floor = bench_shapes.passes_floor_ms(passes, read_s=0.1, layers=10**9, head=10**8, rate=100.0)
+    assert floor == pytest.approx(704 + 408 + 100)
 
 
 @pytest.mark.parametrize("native", [True, False])
