@@ -380,7 +380,7 @@ def measure_shape(
         bandwidth_gbs=bandwidth,
         matmul_gflops=rate,
         matmul_dtype=multiplied,
-        read_floor_ms=1000 * read / (bandwidth * 1e9),
+        read_floor_ms=1000 * read_s,
         compute_floor_ms=1000 * 2 * numbers * len(positions) / (rate * 1e9),
         ready_fill_positions={count: [rows for rows, _ in kept] for count, kept in ready_passes.items()},
         ready_fill_floor_ms={count: floors(kept) for count, kept in ready_passes.items()},
@@ -403,19 +403,28 @@ def passes_floor_ms(
     return 1000 * sum(max(read_s, seconds) for seconds in arithmetic)
 
 
-class CountedPasses:
+class StandIn:
+    """A denoiser standing in for `inner`, whose passes its subclass changes or watches: every
+    other attribute is the inner one's."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # (not set yet: a copy being made)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class CountedPasses(StandIn):
     """A denoiser that keeps the size of each pass asked of the inner one, (positions it computes,
     those of them it returns logits for), in `passes` (a pass that refreshes computes the whole
     canvas). Under a kept context (infill.engine.kept_context), the passes that context runs: the
     positions a ready fill's passes compute."""
 
     def __init__(self, inner) -> None:
-        self.inner, self.passes = inner, []
-
-    def __getattr__(self, name: str):
-        if name in ("inner", "passes"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+        super().__init__(inner)
+        self.passes: list[tuple[int, int]] = []
 
     def cached_logits(
         self,
@@ -434,7 +443,7 @@ class CountedPasses:
         return self.inner.cached_logits(ids, positions, cache, refresh, predicted)
 
 
-class DecidedLength:
+class DecidedLength(StandIn):
     """A denoiser whose passes decide a span's length as a trained network's first pass does:
     the inner one's pass (every position asked for computed), then, where a pass is asked for more
     than `tokens` positions of a span (its first, over the whole budget), <null> made the likeliest
@@ -442,12 +451,8 @@ class DecidedLength:
     the engine narrows the span to `tokens` positions, as it does for a trained network's line."""
 
     def __init__(self, inner, tokens: int) -> None:
-        self.inner, self.tokens = inner, tokens
-
-    def __getattr__(self, name: str):
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+        super().__init__(inner)
+        self.tokens = tokens
 
     def cached_logits(
         self,
