@@ -58,6 +58,10 @@ MEMORY_EVERY = 5.0  # seconds between the soak's memory samples
 MIN_LINES = 200
 QUIET_READS = 8  # /metrics reads in a row that find no replica not seen yet: all have been seen
 MOST_READS = 64
+WAIT_FOR_REPLICA = 2.0  # seconds a read of /metrics waits for a replica seen before, reading again
+#   every READ_PAUSE, before it counts that replica's last values as its own
+READ_PAUSE = 0.02
+FORGET_AFTER = 3  # reads of /metrics in a row that miss a replica: it is gone (stopped, killed)
 
 
 @dataclass
@@ -164,7 +168,9 @@ class HttpTarget:
         self.url, self.headers, self.httpx = url, headers, httpx
         self.options = options or {}  # the request's "options" (the server's setting names)
         self.local = threading.local()
-        self.replicas: set[str] = set()  # the replicas the last read of /metrics found
+        self.known: dict[str, dict[str, float]] = {}  # each replica's last /metrics values...
+        self.missed: dict[str, int] = {}  # ...and the reads in a row that did not reach it
+        self.wait_for_replica = WAIT_FOR_REPLICA
 
     def client(self) -> Any:
         if not hasattr(self.local, "client"):
@@ -184,15 +190,18 @@ class HttpTarget:
         """The server's /metrics as {"name{labels}": value}, every replica's added up ({} if it
         does not answer them): each replica counts its own and a read reaches one of them, so
         /metrics is read until QUIET_READS reads in a row found no replica not seen yet and every
-        replica the last call found has answered (at most MOST_READS reads). Under load Ray
-        Serve sends a read to the less busy replica, so eight reads in a row could all reach one
-        of two: a soak's memory samples fell to one replica's 35 times in 122 (a 10-minute
-        soak of two replicas, 2026-12-03: 599-664 MiB among samples of 1,135-1,321)."""
+        replica seen before has answered. Under load Ray Serve sends a read to the less busy of
+        two replicas, so 64 reads a millisecond apart could all reach one of them: a soak's
+        memory samples fell to one replica's 6 times in 122 (2026-12-04, 594-668 MiB among
+        1,167-1,338), and its "growth" read +99.5%. So a replica seen before is waited for,
+        reading every READ_PAUSE for up to `wait_for_replica` seconds; one still not reached
+        counts with its last values (counters never go back, memory stays the replica's), and
+        after FORGET_AFTER such reads in a row it is gone (stopped, killed) and drops out."""
         from team_server.metrics import parse
 
         seen: dict[str, dict[str, float]] = {}
-        quiet = 0
-        for _ in range(MOST_READS):
+        quiet, deadline = 0, time.monotonic() + self.wait_for_replica
+        for read in itertools.count(1):
             reply = self.client().get("/metrics")
             if reply.status_code != 200:
                 break
@@ -200,9 +209,18 @@ class HttpTarget:
             replica = next((name for name in values if name.startswith("infill_replica_info")), "")
             quiet = quiet + 1 if replica in seen else 0
             seen[replica] = values
-            if quiet >= QUIET_READS and self.replicas <= seen.keys():
+            if quiet < QUIET_READS:
+                continue
+            if self.known.keys() <= seen.keys() or time.monotonic() > deadline:
                 break
-        self.replicas = set(seen)  # a replica gone (stopped, killed) drops out here
+            if read >= MOST_READS:  # reads a moment apart meet the same replica: wait for the other
+                time.sleep(READ_PAUSE)
+        for replica, values in self.known.items():
+            self.missed[replica] = 0 if replica in seen else self.missed.get(replica, 0) + 1
+            if replica not in seen and self.missed[replica] < FORGET_AFTER:
+                seen[replica] = values
+        self.known = seen
+        self.missed = {replica: self.missed.get(replica, 0) for replica in seen}
         return added_up(list(seen.values()))
 
 

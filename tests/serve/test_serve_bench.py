@@ -5,6 +5,7 @@ way: no HTTP, no Ray), the batching driver over a published shape with random we
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -152,16 +153,25 @@ def test_the_metrics_of_a_server_of_two_replicas_are_added_up(monkeypatch):
 
 
 def test_a_replica_seen_before_is_waited_for_when_the_router_favours_the_other():
-    """Under load the router sends most reads to the less busy replica: after a read that found
-    both, a read that meets one replica twelve times before the other still adds up both (a network
-    double answers in that order); a replica that no longer answers drops out of the next reads."""
+    """Under load the router sends reads to the less busy replica, many in a row (a network double
+    answers in the order below): after a read that found both, a read that meets one replica for
+    longer than MOST_READS reads still adds up both; a replica that no longer answers counts with
+    its last values, so the sum does not fall to one replica's, until FORGET_AFTER reads in a row
+    missed it: then it is gone."""
     texts = [replica_text(replica, f"process_resident_memory_bytes {memory * 2**20}")
              for memory, replica in ((600, "a:1"), (650, "b:2"))]  # fmt: skip
-    target = answering(texts, [0, 1] + [0] * 10 + [0] * 10 + [1] + [0] * bench.MOST_READS * 2)
+    first = [0, 1] + [0] * bench.QUIET_READS  # both, then enough reads of a
+    second = [0] * (bench.MOST_READS + 10) + [1] + [0] * bench.QUIET_READS  # b after 74 reads of a
+    target = answering(texts, first + second)  # then a alone, for ever
+    b = 'infill_replica_info{replica="b:2"}'
     assert bench.memory_mib(target.metrics()) == 1250  # idle: both answer in turn
-    assert bench.memory_mib(target.metrics()) == 1250  # b after twelve reads of a
-    assert bench.memory_mib(target.metrics()) == 600  # b gone: MOST_READS reads of a
-    assert target.replicas == {'infill_replica_info{replica="a:1"}'}
+    assert bench.memory_mib(target.metrics()) == 1250 and target.missed[b] == 0  # b waited for
+    target.wait_for_replica = 0.1
+    for missed in range(1, bench.FORGET_AFTER):
+        assert bench.memory_mib(target.metrics()) == 1250  # b not reached: its last values
+        assert target.missed[b] == missed
+    assert bench.memory_mib(target.metrics()) == 600  # b gone
+    assert set(target.known) == {'infill_replica_info{replica="a:1"}'}
 
 
 def replica_text(replica: str, line: str, answered: int = 0) -> str:
@@ -180,7 +190,7 @@ def answering(texts: list[str], order: list[int]) -> bench.HttpTarget:
     another in `order` (indexes), as a router choosing a replica for each read might."""
     import httpx
 
-    answers = iter(order)
+    answers = itertools.chain(order, itertools.repeat(order[-1]))  # the last one for ever after
     transport = httpx.MockTransport(lambda request: httpx.Response(200, text=texts[next(answers)]))
     target = bench.HttpTarget("http://server", {})
     target.local.client = httpx.Client(base_url="http://server", transport=transport)
