@@ -101,6 +101,7 @@ class Soak:
     after_first_minute_mib: float | None  # the first sample at 60 s or later
     at_end_mib: float | None  # the last sample while the clients were still asking
     idle_after_mib: float | None  # once the load is over
+    stood_in: int = 0  # samples in which a replica not reached counted with its last values
 
     @property
     def growth(self) -> float | None:
@@ -171,6 +172,7 @@ class HttpTarget:
         self.known: dict[str, dict[str, float]] = {}  # each replica's last /metrics values...
         self.missed: dict[str, int] = {}  # ...and the reads in a row that did not reach it
         self.wait_for_replica = WAIT_FOR_REPLICA
+        self.stood_in = 0  # the last read's replicas not reached (`metrics`)
 
     def client(self) -> Any:
         if not hasattr(self.local, "client"):
@@ -215,10 +217,11 @@ class HttpTarget:
                 break
             if read >= MOST_READS:  # reads a moment apart meet the same replica: wait for the other
                 time.sleep(READ_PAUSE)
+        self.stood_in = 0  # replicas of this read that counted with their last values
         for replica, values in self.known.items():
             self.missed[replica] = 0 if replica in seen else self.missed.get(replica, 0) + 1
             if replica not in seen and self.missed[replica] < FORGET_AFTER:
-                seen[replica] = values
+                seen[replica], self.stood_in = values, self.stood_in + 1
         self.known = seen
         self.missed = {replica: self.missed.get(replica, 0) for replica in seen}
         return added_up(list(seen.values()))
@@ -401,8 +404,12 @@ def forwards_by_kind(grown, after: dict[str, float], fills: int) -> dict[str, di
 def run_soak(target: Any, bodies: list[dict], clients: int, seconds: float) -> Soak:
     samples: list[tuple[float, float]] = []
 
+    stood_in = 0
+
     def sample(elapsed: float) -> None:
+        nonlocal stood_in
         found = memory_mib(target.metrics())
+        stood_in += bool(getattr(target, "stood_in", 0))  # (HttpTarget.metrics)
         if found is not None:
             samples.append((round(elapsed, 1), round(found, 1)))
 
@@ -413,7 +420,8 @@ def run_soak(target: Any, bodies: list[dict], clients: int, seconds: float) -> S
     sample(wall)  # once every client has had its last answer
     after_minute = next((mib for at, mib in samples if at >= 60), None)
     return Soak(clients, wall, len(load.latencies), len(load.failed), samples, after_minute,
-                under_load[-1] if under_load else None, samples[-1][1] if samples else None)  # fmt: skip
+                under_load[-1] if under_load else None, samples[-1][1] if samples else None,
+                stood_in)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the server
@@ -507,7 +515,8 @@ def bench_serve(target: Any, clients: list[int], seconds: float, soak: float = 0
         print(f"soak: {found.fills} fills, {found.failed} failed, {found.fills / found.seconds:.2f} "
               f"fills/s; memory {found.after_first_minute_mib} MiB after the first minute, "
               f"{found.at_end_mib} MiB at the end ({change}), {found.idle_after_mib} MiB once "
-              "idle")  # fmt: skip
+              f"idle; {found.stood_in} of {len(found.memory)} samples with a replica not reached, "
+              "counted at its last values")  # fmt: skip
         result["soak"] = {**asdict(found), "growth": growth}
     return result
 

@@ -59,6 +59,7 @@ def test_the_soak_samples_the_memory_and_the_plot_is_drawn(url, monkeypatch, tmp
     target = bench.HttpTarget(url, HEADERS)
     soak = bench.run_soak(target, bench.fill_bodies(4), clients=2, seconds=2.0)
     assert soak.fills > 0 and soak.failed == 0 and len(soak.memory) >= 3
+    assert soak.stood_in == 0  # one replica: every read reaches it
     assert [t for t, _ in soak.memory] == sorted(t for t, _ in soak.memory)
     assert soak.after_first_minute_mib is None and soak.growth is None  # a soak under a minute
     level = bench.run_level(target, bench.fill_bodies(4), clients=1, seconds=0.5)
@@ -166,10 +167,11 @@ def test_a_replica_seen_before_is_waited_for_when_the_router_favours_the_other()
     b = 'infill_replica_info{replica="b:2"}'
     assert bench.memory_mib(target.metrics()) == 1250  # idle: both answer in turn
     assert bench.memory_mib(target.metrics()) == 1250 and target.missed[b] == 0  # b waited for
+    assert target.stood_in == 0
     target.wait_for_replica = 0.1
     for missed in range(1, bench.FORGET_AFTER):
         assert bench.memory_mib(target.metrics()) == 1250  # b not reached: its last values
-        assert target.missed[b] == missed
+        assert target.missed[b] == missed and target.stood_in == 1
     assert bench.memory_mib(target.metrics()) == 600  # b gone
     assert set(target.known) == {'infill_replica_info{replica="a:1"}'}
 
