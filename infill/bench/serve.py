@@ -194,8 +194,8 @@ class HttpTarget:
         /metrics is read until QUIET_READS reads in a row found no replica not seen yet and every
         replica seen before has answered. Under load Ray Serve sends a read to the less busy of
         two replicas, so 64 reads a millisecond apart could all reach one of them: a soak's
-        memory samples fell to one replica's 6 times in 122 (2026-12-04, 594-668 MiB among
-        1,167-1,338), and its "growth" read +99.5%. So a replica seen before is waited for,
+        memory samples fell to one replica's 7 times in 122 (2026-12-04, 574-668 MiB among
+        1,167-1,342), and its "growth" read +99.5%. So a replica seen before is waited for,
         reading every READ_PAUSE for up to `wait_for_replica` seconds; one still not reached
         counts with its last values (counters never go back, memory stays the replica's), and
         after FORGET_AFTER such reads in a row it is gone (stopped, killed) and drops out."""
