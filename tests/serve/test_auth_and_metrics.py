@@ -84,6 +84,18 @@ def test_the_gate_asks_for_a_token_then_the_size_then_the_rate():
     assert gate.check("/v1/completions", headers) == ("alice", None)
 
 
+def test_metrics_needs_a_token_but_spends_no_rate():
+    """A monitor (and `infill-bench serve`, which reads /metrics several times a sample) is never
+    refused for the rate, nor does it spend the rate its token has for fills."""
+    gate = Gate(read_tokens(TOKENS), Limits(rate=1.0, burst=1), Clock())
+    headers = {"authorization": f"Bearer {ALICE}"}
+    assert gate.check("/metrics", {})[1].status == 401
+    assert [gate.check("/metrics", headers) for _ in range(50)] == [("alice", None)] * 50
+    assert gate.check("/v1/completions", headers) == ("alice", None)
+    assert gate.check("/v1/completions", headers)[1].status == 429
+    assert gate.check("/metrics", headers) == ("alice", None)
+
+
 def test_without_tokens_the_rate_is_per_client_address():
     gate = Gate(None, Limits(rate=1.0, burst=1), Clock())
     assert gate.check("/infill", {}, "10.0.0.1") == ("10.0.0.1", None)
