@@ -3,11 +3,10 @@ built here (`-march=native`, OpenMP on as many threads as asked): ten or eight i
 loop, on every core at once, nothing read from memory.
 
   integer_peak   the byte dot products infill's 4-bit kernel multiplies with on this CPU
-                 (infill.models.int4_native): AVX-512 VNNI's vpdpbusd (64 a instruction), or
-                 AVX2's vpmaddubsw then vpaddw (32); None on a CPU with AVX-VNNI (no program for
-                 it yet) or without a compiler. `infill-bench shapes` sets a 4-bit pass's
-                 multiply-adds against it: the arithmetic floor of a pass whose products are
-                 integer ones
+                 (infill.models.int4_native): AVX-512 VNNI's vpdpbusd (64 a instruction),
+                 AVX-VNNI's 256-bit one (32), or AVX2's vpmaddubsw then vpaddw (32); None
+                 without a compiler. `infill-bench shapes` sets a 4-bit pass's multiply-adds
+                 against it: the arithmetic floor of a pass whose products are integer ones
   peak_rates     AVX-512 VNNI's and AVX-512 BF16's (vdpbf16ps, 32), where the CPU has both
   avx2_peak_rate AVX2's byte products, on a CPU with AVX2 and not AVX-512 VNNI
 
@@ -91,6 +90,46 @@ int main(void) {
 }
 """
 
+AVX_VNNI_PEAK_SOURCE = r"""
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+/* AVX-VNNI's vpdpbusd on 256 bits (the 4-bit kernel's products on a CPU with it and without
+   AVX-512: Intel's since 2021, Alder Lake on), ten independent sums as PEAK_SOURCE's */
+#define SUMS(op) op(a0); op(a1); op(a2); op(a3); op(a4); op(a5); op(a6); op(a7); op(a8); op(a9);
+#define VNNI(a) a = _mm256_dpbusd_avx_epi32(a, w, x)
+int main(void) {
+    const long n = 50000000;
+    double rate = 0;
+#pragma omp parallel reduction(+ : rate)
+    {
+        __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(5);
+        __m256i a0 = _mm256_set1_epi32(0), a1 = _mm256_set1_epi32(1), a2 = _mm256_set1_epi32(2),
+                a3 = _mm256_set1_epi32(3), a4 = _mm256_set1_epi32(4), a5 = _mm256_set1_epi32(5),
+                a6 = _mm256_set1_epi32(6), a7 = _mm256_set1_epi32(7), a8 = _mm256_set1_epi32(8),
+                a9 = _mm256_set1_epi32(9);
+#pragma omp barrier
+        double t = omp_get_wtime();
+        for (long i = 0; i < n; i++) {
+            SUMS(VNNI)
+            __asm__ volatile("" : "+v"(w), "+v"(x));
+        }
+        t = omp_get_wtime() - t;
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                     _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7)));
+        s = _mm256_add_epi32(s, _mm256_add_epi32(a8, a9));
+        int lanes[8];
+        _mm256_storeu_si256((__m256i *)lanes, s);
+        if (lanes[0] + lanes[7] == 42) printf("!");
+        rate += n * 10.0 * 32 / t / 1e9;
+    }
+    printf("%.1f\n", rate);
+    return 0;
+}
+"""
+
+# the program measuring each kind of instructions infill_int4_instructions names
+PEAK_PROGRAMS = {"AVX-512 VNNI": PEAK_SOURCE, "AVX-VNNI": AVX_VNNI_PEAK_SOURCE, "AVX2": AVX2_PEAK_SOURCE}
 
 REPEAT = 5  # runs of a program, the best taken
 
@@ -133,17 +172,16 @@ def avx2_peak_rate(threads: int) -> float | None:
     return best_rates(AVX2_PEAK_SOURCE, threads)[0]
 
 
-def integer_peak(threads: int) -> Peak | None:
-    """The peak of the instructions infill's 4-bit kernel multiplies with here, on `threads`
-    cores; None where the kernel is not built or no program measures its instructions."""
-    if not int4_native.available():
-        return None
-    instructions = int4_native.build().library.infill_int4_instructions().decode()
-    if instructions == "AVX-512 VNNI":
-        source = PEAK_SOURCE
-    elif instructions == "AVX2":
-        source = AVX2_PEAK_SOURCE
-    else:
+def integer_peak(threads: int, instructions: str | None = None) -> Peak | None:
+    """The peak of the instructions infill's 4-bit kernel multiplies with here (or of
+    `instructions`, a name of PEAK_PROGRAMS, on a CPU that has them), on `threads` cores; None
+    where the kernel is not built or no program measures its instructions."""
+    if instructions is None:
+        if not int4_native.available():
+            return None
+        instructions = int4_native.build().library.infill_int4_instructions().decode()
+    source = PEAK_PROGRAMS.get(instructions)
+    if source is None or c_build.c_compiler() is None:
         return None
     try:
         return Peak(best_rates(source, threads)[0], instructions)

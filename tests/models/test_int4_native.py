@@ -12,15 +12,14 @@ tests/models/test_int4.py (its reference network follows the kernel this CPU run
 
 from __future__ import annotations
 
-import ctypes
-
 import pytest
 import torch
 from external import require_built, require_program
+from int4_builds import OTHER_CPUS, built_for
 from int4_reference import int8_blocks, reference_int4
 from torch import nn
 
-from infill.models import c_build, int4_native, quantize
+from infill.models import int4_native, quantize
 from infill.models.int4 import Int4Linear
 from infill.models.int4_native import NativeInt4Linear
 
@@ -58,22 +57,6 @@ def test_the_product_is_the_quantized_product(native, group):
         x = torch.randn(rows, 512)
         want = expected(x, weight, group)
         assert (layer(x) - want).abs().max() <= 1e-5 * want.abs().max(), rows
-
-
-# -march for a CPU without AVX-512 (the C source's 256-bit path) -> the flag this CPU needs to run it
-OTHER_CPUS = {"x86-64-v3": "avx2", "alderlake": "avx_vnni"}  # AVX2 byte products; AVX-VNNI's
-
-
-def built_for(march: str, folder) -> ctypes.CDLL:
-    """The kernel built for `march` ("native": this CPU's own build); skipped where this CPU cannot run it."""
-    if march == "native":
-        return int4_native.build().library
-    if OTHER_CPUS[march] not in c_build.cpu_flags().split():
-        pytest.skip(f"NOT TESTED: this CPU cannot run code built for {march} (no {OTHER_CPUS[march]})")
-    flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in int4_native.FLAGS)
-    build = c_build.build_elsewhere(int4_native.SOURCE, folder, int4_native.declared, flags)
-    assert build.library is not None, build.reason
-    return build.library
 
 
 @pytest.mark.parametrize("march", sorted(OTHER_CPUS))
