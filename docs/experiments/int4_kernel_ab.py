@@ -6,6 +6,10 @@ process, both ways checked to give the same numbers (or text).
 each made three times over, so that the weights come from memory as in a pass) at 1-64 rows of
 activations, medians of 7, 2 threads; every product compared to the bit.
 
+`cached-layers`: the same for the 0.5B shape's MLP layers (up/gate 4,864 x 896, down 896 x 4,864:
+2.2 MB of 4-bit weights each, one copy, so that they stay in the caches), the kernels' arithmetic
+without the memory's reading, medians of 15 of 20 calls each.
+
 SHAPE: the benchmark's ready fill (after an idle refresh, not timed) and next fill (from a fork of
 the kept context the fill before left) of `ready_fill_passes.py`, random int4 weights, 2 threads;
 the medians, the ratio fill by fill, and whether both kernels wrote the same text. The kernels are
@@ -18,6 +22,7 @@ the first kind first in even rounds; the medians, the ratio round by round, whet
 logits and the fills' texts were the same both ways.
 
     python docs/experiments/int4_kernel_ab.py OTHER.c layers
+    python docs/experiments/int4_kernel_ab.py OTHER.c cached-layers
     python docs/experiments/int4_kernel_ab.py OTHER.c [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
     python docs/experiments/int4_kernel_ab.py OTHER.c first [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
 """
@@ -47,24 +52,26 @@ def built(source: Path, folder: Path) -> c_build.Build:
 
 
 LAYERS = {"7B MLP up/gate": (18944, 3584), "7B MLP down": (3584, 18944)}
+CACHED_LAYERS = {"0.5B MLP up/gate": (4864, 896), "0.5B MLP down": (896, 4864)}
 
 
-def layers(kernels: dict) -> None:
+def layers(kernels: dict, shapes: dict = LAYERS, copies: int = 3, calls: int = 1, rounds: int = 7) -> None:
+    """Each layer of `shapes` made `copies` times, each copy multiplied `calls` times a round."""
     torch.set_num_threads(2)
     torch.manual_seed(0)
     ours, theirs = kernels
-    for name, (outputs, inputs) in LAYERS.items():
-        copies = [NativeInt4Linear(torch.randn(outputs, inputs) * 0.02, None) for _ in range(3)]
-        for rows in (1, 4, 5, 9, 16, 21, 33, 64):
+    for name, (outputs, inputs) in shapes.items():
+        made = [NativeInt4Linear(torch.randn(outputs, inputs) * 0.02, None) for _ in range(copies)]
+        for rows in (1, 2, 4, 5, 8, 9, 16, 21, 33, 64):
             x = torch.randn(rows, inputs)
             ms: dict = {kernel: [] for kernel in kernels}
             products = {}
-            for _ in range(7):
+            for _ in range(rounds):
                 for kernel, build in kernels.items():
                     started = time.perf_counter()
                     products[kernel] = [int4_native.matmul(x, c.tiles, c.scales, c.offsets, build.library)
-                                        for c in copies]  # fmt: skip
-                    ms[kernel].append(1000 * (time.perf_counter() - started) / len(copies))
+                                        for c in made for _ in range(calls)]  # fmt: skip
+                    ms[kernel].append(1000 * (time.perf_counter() - started) / len(products[kernel]))
             assert all(torch.equal(a, b) for a, b in zip(products[ours], products[theirs])), (name, rows)
             mine, other = statistics.median(ms[ours]), statistics.median(ms[theirs])
             print(f"{name}, {rows:>2} rows: {mine:6.2f} ms today's, {other:6.2f} ms {theirs} "
@@ -119,6 +126,8 @@ def main() -> None:
         kinds = {f"with {name}": switched_to(build) for name, build in kernels.items()}
         if what == "layers":
             layers(kernels)
+        elif what == "cached-layers":
+            layers(kernels, CACHED_LAYERS, copies=1, calls=20, rounds=15)
         elif what == "first":
             shape = sys.argv[3] if len(sys.argv) > 3 else "open-dcoder-0.5b"
             first_fills(shape, kinds, int(sys.argv[4]) if len(sys.argv) > 4 else 8)
