@@ -16,6 +16,10 @@ the medians, the ratio fill by fill, and whether both kernels wrote the same tex
 swapped where infill asks for them (`int4_native.build`), so the modules' products and the C span
 layers both take the one being timed.
 
+`passes SHAPE`: a cached span pass over 4 and over 5 positions (after one pass over a 512-token
+window), ten passes a kernel a round, alternating, the first kind first in even rounds; the medians,
+the ratio round by round, whether the logits were the same.
+
 `first SHAPE`: a pass over the whole 512-token window (a fresh cache each time) and the benchmark's
 first fill of a line in the document (no kept context: that pass, then the line's), alternating,
 the first kind first in even rounds; the medians, the ratio round by round, whether the passes'
@@ -24,6 +28,7 @@ logits and the fills' texts were the same both ways.
     python docs/experiments/int4_kernel_ab.py OTHER.c layers
     python docs/experiments/int4_kernel_ab.py OTHER.c cached-layers
     python docs/experiments/int4_kernel_ab.py OTHER.c [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
+    python docs/experiments/int4_kernel_ab.py OTHER.c passes [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
     python docs/experiments/int4_kernel_ab.py OTHER.c first [open-dcoder-0.5b|dream-7b|llada-8b] [ROUNDS]
 """
 
@@ -38,7 +43,7 @@ from pathlib import Path
 import torch
 from ready_fill_passes import LINE_TOKENS, WINDOW, paired_fills, ready_fill_setup  # beside this script
 
-from infill.bench.shapes import DecidedLength
+from infill.bench.shapes import SHAPES, DecidedLength, random_network
 from infill.models import c_build, int4_native
 from infill.models.int4_native import NativeInt4Linear
 from infill.modes.fill import infill
@@ -74,19 +79,53 @@ def layers(kernels: dict, shapes: dict = LAYERS, copies: int = 3, calls: int = 1
                     ms[kernel].append(1000 * (time.perf_counter() - started) / len(products[kernel]))
             assert all(torch.equal(a, b) for a, b in zip(products[ours], products[theirs])), (name, rows)
             mine, other = statistics.median(ms[ours]), statistics.median(ms[theirs])
-            print(f"{name}, {rows:>2} rows: {mine:6.2f} ms today's, {other:6.2f} ms {theirs} "
+            print(f"{name}, {rows:>2} rows: {mine:7.3f} ms today's, {other:7.3f} ms {theirs} "
                   f"({mine / other:.2f}); the same numbers")  # fmt: skip
 
 
 def switched_to(build: c_build.Build):
     """A kind for `paired_fills`: every 4-bit product (modules and C span layers) asks
-    `int4_native.build` for its kernel; this kind answers `build`."""
+    `int4_native.build` for its kernel; this kind answers `build`. A network keeps its C span
+    layers' arguments, the kernel's address among them, once made (`Decoder.span_layer_calls`),
+    so they are made again: until 2026-12-07 they were not, and since 2026-12-02 the fills and
+    the first passes compared the output layer's kernel only (the layers took the first one's)."""
 
     def switch(denoiser):
         int4_native.build = lambda: build
+        network = getattr(denoiser, "network", denoiser)
+        for module in network.modules():
+            if hasattr(module, "span_calls"):
+                module.span_calls = None
         return denoiser
 
     return switch
+
+
+def cached_passes(shape: str, kinds: dict, rounds: int) -> None:
+    torch.set_num_threads(2)
+    network = random_network(SHAPES[shape][0], torch.device("cpu"), torch.float32, "int4")
+    ids = torch.randint(0, 120_000, (1, WINDOW), generator=torch.Generator().manual_seed(0))
+    cache = network.new_cache()
+    first, second = kinds
+    with torch.no_grad():
+        network.logits_at(ids, torch.arange(WINDOW), cache, True)
+        for positions in (torch.arange(200, 204), torch.arange(200, 205)):
+            ms, logits = {kind: [] for kind in kinds}, {}
+            for r in range(rounds):
+                for kind, switch in list(kinds.items())[:: 1 if r % 2 == 0 else -1]:
+                    switch(network)  # its C span layers' kernel too
+                    times = []
+                    for _ in range(10):
+                        started = time.perf_counter()
+                        logits[kind] = network.logits_at(ids, positions, cache, False)
+                        times.append(time.perf_counter() - started)
+                    ms[kind].append(1000 * statistics.median(times))
+            ratios = [a / b for a, b in zip(ms[first], ms[second])]
+            mine, other = statistics.median(ms[first]), statistics.median(ms[second])
+            print(f"{shape} cached pass over {len(positions)} positions: {mine:.2f} ms {first}, "
+                  f"{other:.2f} ms {second} (medians of {rounds}); the first / the second: median "
+                  f"{statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}); "
+                  f"the same logits: {torch.equal(logits[first], logits[second])}")  # fmt: skip
 
 
 def first_fills(shape: str, kinds: dict, rounds: int) -> None:
@@ -128,6 +167,9 @@ def main() -> None:
             layers(kernels)
         elif what == "cached-layers":
             layers(kernels, CACHED_LAYERS, copies=1, calls=20, rounds=15)
+        elif what == "passes":
+            shape = sys.argv[3] if len(sys.argv) > 3 else "open-dcoder-0.5b"
+            cached_passes(shape, kinds, int(sys.argv[4]) if len(sys.argv) > 4 else 8)
         elif what == "first":
             shape = sys.argv[3] if len(sys.argv) > 3 else "open-dcoder-0.5b"
             first_fills(shape, kinds, int(sys.argv[4]) if len(sys.argv) > 4 else 8)
