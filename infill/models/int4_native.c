@@ -28,7 +28,11 @@
    (2 threads; 4,096-12,288 measured alike; docs/models.md, "Asking for the weights ahead"). The
    scales and offsets, 32 times smaller, are asked for as far ahead in groups. */
 #define PREFETCH 8192
-#define WIDE_FROM 32 /* measured: 9-22% faster from 32 rows on, no faster below (docs/models.md) */
+/* Blocks of WIDE rows from WIDE_FROM rows on: 9-22% faster from 32 rows (2026-11-27); from 9 since
+   2026-12-07, when the fills could be compared with the layers switched too: the 7B's MLP layers at
+   9-21 rows 0.86-0.98 times as long on an Intel Xeon, about 0.9 on a Zen 4 and 0.93-0.95 on a
+   Zen 5, and there its ready and next fills 0.98 (docs/models.md, "Blocks of 8 rows from 9") */
+#define WIDE_FROM 9
 /* From GROUPED_FROM rows on (a pass over the whole canvas), a thread takes its tiles TILE_GROUP at
    a time and each block of rows through all of them before the next block (multiply_tiles): the
    block's activations stay in the first cache, and each row's outputs are written 16 x 16
