@@ -9,9 +9,7 @@ import ctypes
 import pytest
 
 from infill.models import c_build, int4_native
-
-# -march for a CPU without AVX-512 (the C source's 256-bit path) -> the flag this CPU needs to run it
-OTHER_CPUS = {"x86-64-v3": "avx2", "alderlake": "avx_vnni"}  # AVX2 byte products; AVX-VNNI's
+from infill.models.c_build import OTHER_CPUS
 
 
 def built_for(march: str, folder) -> ctypes.CDLL:
@@ -20,7 +18,7 @@ def built_for(march: str, folder) -> ctypes.CDLL:
         return int4_native.build().library
     if OTHER_CPUS[march] not in c_build.cpu_flags().split():
         pytest.skip(f"NOT TESTED: this CPU cannot run code built for {march} (no {OTHER_CPUS[march]})")
-    flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in int4_native.FLAGS)
+    flags = c_build.flags_for(march, int4_native.FLAGS)
     build = c_build.build_elsewhere(int4_native.SOURCE, folder, int4_native.declared, flags)
     assert build.library is not None, build.reason
     return build.library

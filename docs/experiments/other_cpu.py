@@ -15,18 +15,16 @@ import sys
 
 from infill.models import c_build
 
-NEEDS = {"alderlake": "avx_vnni", "x86-64-v3": "avx2"}  # -march -> the flag this CPU needs to run it
-
 
 def main() -> int:
     march, argv = sys.argv[1], sys.argv[2:]
-    if NEEDS[march] not in c_build.cpu_flags().split():
-        raise SystemExit(f"this CPU cannot run code built for {march} (no {NEEDS[march]})")
+    needs = c_build.OTHER_CPUS[march]
+    if needs not in c_build.cpu_flags().split():
+        raise SystemExit(f"this CPU cannot run code built for {march} (no {needs})")
     native = c_build.build_library
 
     def build_for_march(source, flags=c_build.FLAGS, refusal=None):
-        flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in flags)
-        return native(source, flags, refusal)
+        return native(source, c_build.flags_for(march, flags), refusal)
 
     c_build.build_library = build_for_march  # every build_unless_switched goes through it
     from infill.bench import cli

@@ -27,6 +27,8 @@ from typing import NamedTuple
 import torch
 
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+# -march of a CPU without AVX-512 (the sources' 256-bit paths) -> the flag a CPU needs to run that code
+OTHER_CPUS = {"x86-64-v3": "avx2", "alderlake": "avx_vnni"}  # AVX2 alone; AVX-VNNI (Intel's laptops)
 NO_COMPILER = "no C compiler (cc) to build it with"
 
 
@@ -87,6 +89,12 @@ def build_elsewhere(
     library = folder / f"{source.stem}.so"
     reason = compile_library(compiler, source, library, flags)
     return Build(None, reason) if reason else Build(declare(ctypes.CDLL(str(library))))
+
+
+def flags_for(march: str, flags: tuple[str, ...] = FLAGS) -> tuple[str, ...]:
+    """`flags` with `-march=native` made `-march=march`: the code another kind of CPU would build
+    (tests and experiments run it where this CPU has what it needs: OTHER_CPUS)."""
+    return tuple(f"-march={march}" if flag == "-march=native" else flag for flag in flags)
 
 
 def c_compiler() -> str | None:

@@ -127,7 +127,7 @@ def test_the_avx2_build_attends_and_gates_as_pytorch(built, tmp_path, monkeypatc
     so that a CPU with AVX-512 tests it too."""
     if not {"avx2", "fma"} <= set(c_build.cpu_flags().split()):
         pytest.skip("NOT TESTED: this CPU cannot run code built for x86-64-v3 (no AVX2 and FMA)")
-    flags = tuple("-march=x86-64-v3" if flag == "-march=native" else flag for flag in c_build.FLAGS)
+    flags = c_build.flags_for("x86-64-v3")
     avx2 = c_build.build_elsewhere(layer_ops.SOURCE, tmp_path, layer_ops.declared, flags)
     assert avx2.library is not None, avx2.reason
     monkeypatch.setattr(layer_ops, "build", lambda: avx2)
