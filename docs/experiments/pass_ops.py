@@ -4,19 +4,25 @@ GPU a span pass of the 7B shape is bound by their number, not by the weights (do
 "Measured"). Counted with torch.profiler on the CPU (top-level operators only), on a 2-layer
 network with the Dream 7B shape's heads (28 query heads, 4 key/value heads) and tiny widths: the
 count does not depend on the widths. A single span pass of 8 positions over a cached canvas, and
-the batching driver's span forward (CacheRows) of R canvases.
+the batching driver's span forward (CacheRows, its passes packed in one row) of R canvases. The
+operations are a GPU's: infill's C layer operations, which serve these passes on a CPU in calls
+the profiler does not see, are switched off (INFILL_LAYER_OPS=pytorch).
 
 `python docs/experiments/pass_ops.py`"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
 
-import torch
+os.environ["INFILL_LAYER_OPS"] = "pytorch"  # before infill builds them (infill.models.layer_ops.SWITCH)
 
-from infill.bench.shapes import SHAPES
-from infill.models.decoder import Decoder
-from infill.models.native.model import CacheRows
+from dataclasses import replace  # noqa: E402
+
+import torch  # noqa: E402
+
+from infill.bench.shapes import SHAPES  # noqa: E402
+from infill.models.decoder import Decoder  # noqa: E402
+from infill.models.native.model import CacheRows  # noqa: E402
 
 CANVAS = 300
 SPAN = torch.arange(10, 18)
@@ -47,12 +53,13 @@ def counts(layers: int) -> tuple[int, dict[int, int]]:
     alone = top_level_ops(network, ids, SPAN, cache, False)
     batched = {}
     for rows in (1, 8):
-        canvases = [prepared(network) for _ in range(rows)]
-        batch_ids = torch.cat([canvas_ids for canvas_ids, _ in canvases])
-        positions = SPAN.expand(rows, len(SPAN))
-        caches = [CacheRows([own[layer] for _, own in canvases], [1] * rows, [SPAN] * rows,
-                            [len(SPAN)] * rows) for layer in range(layers)]  # fmt: skip
-        batched[rows] = top_level_ops(network, batch_ids, positions, caches, False)
+        canvases = [prepared(network) for _ in range(rows)]  # packed as infill.models.batching packs them
+        tokens = torch.cat([canvas_ids[0, SPAN] for canvas_ids, _ in canvases])[None]
+        positions = SPAN.repeat(rows)[None]
+        shared: dict = {}
+        caches = [CacheRows([own[layer] for _, own in canvases], [1] * rows, [SPAN] * rows, shared)
+                  for layer in range(layers)]  # fmt: skip
+        batched[rows] = top_level_ops(network, tokens, positions, caches, False)
     return alone, batched
 
 

@@ -103,7 +103,8 @@ def run_packed(passes: list[Pass], device: torch.device, at: ForwardAt) -> list[
     tokens = torch.cat([at_positions(p.ids.to(device), own).reshape(-1) for p, own in zip(passes, where)])
     positions = torch.cat([own.repeat(p.rows) for p, own in zip(passes, where)])
     sizes = [p.rows for p in passes]
-    caches = [CacheRows(list(layers), sizes, where) for layers in zip(*(p.cache for p in passes))]
+    shared: dict = {}  # the layers' attention mask, made once (CacheRows.key_segments)
+    caches = [CacheRows(list(layers), sizes, where, shared) for layers in zip(*(p.cache for p in passes))]
     out = at(tokens[None], positions[None], caches, False, None)[0]  # (N, vocab)
     outs, start = [], 0
     for p in passes:

@@ -206,6 +206,8 @@ def grouped_attention(
     if group == 1:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
     queries = q.reshape(B, k.shape[1], group * L, D)  # head h = kv * group + g: its kv's run
+    if attn_mask is not None and attn_mask.shape[-2] > 1:  # a row for each query: a run has them group times
+        attn_mask = attn_mask.repeat(1, 1, group, 1)
     y = F.scaled_dot_product_attention(queries, k, v, attn_mask=attn_mask)
     return y.view(B, H, L, D)
 

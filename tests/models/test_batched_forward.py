@@ -11,6 +11,7 @@ import torch
 from checkpoints import FAMILIES, write_checkpoint
 from samples import COUNTER_MODULE
 
+import infill.models.layer_ops as layer_ops
 from infill.models import load
 from infill.models.base import Pass
 from infill.models.native import load_backend
@@ -67,6 +68,22 @@ def assert_same_cache(batched: list, alone: list) -> None:
         assert torch.allclose(ours.values, theirs.values, atol=TOLERANCE)
 
 
+def span_passes(denoiser) -> tuple[list, list, list, list]:
+    """`canvases` refreshed each on its own cache, then some masks committed: (the span passes on
+    copies of those caches, to run batched; each pass's own call's logits; the caches those calls
+    left; the copies)."""
+    ids = canvases(denoiser)
+    alone_caches = [denoiser.new_cache() for _ in ids]
+    for x, p, c in zip(ids, POSITIONS, alone_caches):
+        denoiser.cached_logits(x, p, c, refresh=True)
+    batch_caches = [[LayerCache(own.keys.clone(), own.values.clone()) for own in c] for c in alone_caches]
+    for x, p in zip(ids, POSITIONS):
+        x[:, p[::2]] = torch.tensor(denoiser.encode("x = 1"))[0]
+    alone = [denoiser.cached_logits(x, p, c, refresh=False) for x, p, c in zip(ids, POSITIONS, alone_caches)]
+    passes = [Pass(x, p, c, False) for x, p, c in zip(ids, POSITIONS, batch_caches)]
+    return passes, alone, alone_caches, batch_caches
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["shipped", *FAMILIES])
 def test_each_row_of_a_padded_batch_is_the_row_run_alone(name, denoisers):
@@ -95,6 +112,33 @@ def test_each_row_of_a_padded_batch_is_the_row_run_alone(name, denoisers):
     for out, own, a, b in zip(batched, alone, alone_caches, batch_caches, strict=True):
         assert_same_rows(out, own)
         assert_same_cache(b, a)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["shipped", *FAMILIES])
+def test_packed_span_passes_attend_in_one_call_a_layer_where_the_c_attention_does_not(
+    name, denoisers, monkeypatch
+):
+    """Where infill's C attention does not run (a GPU; here it is switched off), a packed span
+    forward attends for all its passes in one call a layer, over their caches one after another,
+    each query masked to its own canvas row's keys: each pass's logits and cache are still its own
+    call's (to float32 rounding; a pass of 2 canvas rows among them), and the attention runs once
+    a layer, not once a pass and layer."""
+    denoiser = denoisers[name]
+    monkeypatch.setenv(layer_ops.SWITCH, "pytorch")
+    layer_ops.build.cache_clear()
+    try:
+        assert not layer_ops.applies(torch.zeros(1))
+        passes, alone, alone_caches, batch_caches = span_passes(denoiser)
+        with torch.profiler.profile() as profile:
+            batched = denoiser.run_passes(passes)
+    finally:
+        layer_ops.build.cache_clear()
+    for out, own, a, b in zip(batched, alone, alone_caches, batch_caches, strict=True):
+        assert_same_rows(out, own)
+        assert_same_cache(b, a)
+    calls = [event for event in profile.events() if event.name == "aten::scaled_dot_product_attention"]
+    assert len(calls) == len(denoiser.layers())
 
 
 def test_canvases_of_one_length_are_batched_without_padding(shipped):
@@ -135,15 +179,8 @@ def test_span_passes_packed_in_one_row_are_their_own_calls_to_the_bit_as_served(
     one order whatever sits beside it), each pass's logits and cache are its own call's, bit for
     bit, for passes of 1 and 2 canvases and of 2 to 11 positions."""
     denoiser = load_backend(dtype=torch.bfloat16)
-    ids = canvases(denoiser)
-    alone_caches = [denoiser.new_cache() for _ in ids]
-    for x, p, c in zip(ids, POSITIONS, alone_caches):
-        denoiser.cached_logits(x, p, c, refresh=True)
-    batch_caches = [[LayerCache(own.keys.clone(), own.values.clone()) for own in c] for c in alone_caches]
-    for x, p in zip(ids, POSITIONS):
-        x[:, p[::2]] = torch.tensor(denoiser.encode("x = 1"))[0]
-    alone = [denoiser.cached_logits(x, p, c, refresh=False) for x, p, c in zip(ids, POSITIONS, alone_caches)]
-    batched = denoiser.run_passes([Pass(x, p, c, False) for x, p, c in zip(ids, POSITIONS, batch_caches)])
+    passes, alone, alone_caches, batch_caches = span_passes(denoiser)
+    batched = denoiser.run_passes(passes)
     for out, own, a, b in zip(batched, alone, alone_caches, batch_caches, strict=True):
         assert torch.equal(out, own)
         for ours, theirs in zip(b, a, strict=True):

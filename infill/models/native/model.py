@@ -12,7 +12,7 @@ final RMSNorm. Saved and loaded as safetensors through transformers' `save_pretr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -107,6 +107,20 @@ class CacheRows:
     caches: list[LayerCache]
     sizes: list[int]
     where: list[torch.Tensor]
+    shared: dict = field(default_factory=dict)  # what every layer of the forward uses alike (`key_segments`)
+
+    def key_segments(self, device: torch.device) -> torch.Tensor:
+        """(1, 1, N, K) bool: which keys each packed query may attend to, where the passes' caches
+        lie one after another along the keys (each canvas row's `lines_up`): a query token its
+        own canvas row's keys alone. Made once a forward: the layers of a forward share `shared`."""
+        if "mask" not in self.shared:
+            queries = [len(where) for rows, where in zip(self.sizes, self.where) for _ in range(rows)]
+            keys = [own.keys.shape[2] for rows, own in zip(self.sizes, self.caches) for _ in range(rows)]
+            segment = torch.arange(len(queries))
+            query_of = segment.repeat_interleave(torch.tensor(queries))
+            key_of = segment.repeat_interleave(torch.tensor(keys))
+            self.shared["mask"] = (query_of[:, None] == key_of[None, :])[None, None].to(device)
+        return self.shared["mask"]
 
 
 def span_tokens(ids: torch.Tensor, positions: torch.Tensor, cache: list) -> torch.Tensor:
@@ -126,21 +140,40 @@ def canvas_length(ids: torch.Tensor, cache: list) -> int:
 def attend_cached(q, k, v, cache: LayerCache | CacheRows, positions: torch.Tensor, attn_mask, attend):
     """A span pass's attention: the fresh keys k and values v (B, H, P, D) of `positions` go into
     `cache`, and the queries q (B, H', P, D) attend over the cache's whole canvas with `attend`
-    (q, keys, values, mask) -> (B, H', P, D). A CacheRows cache (q, k, v (1, H, N, D): several
-    passes' tokens packed): each pass's queries with its own cache, as its own call attends them."""
+    (q, keys, values, mask) -> (B, H', P, D). A CacheRows cache: `attend_packed`."""
     if isinstance(cache, CacheRows):
-        out, start = [], 0
-        for own, rows, where in zip(cache.caches, cache.sizes, cache.where):
-            end = start + rows * len(where)
-            own_q, own_k, own_v = (unpacked(t[:, :, start:end], rows) for t in (q, k, v))
-            write_at(own.keys, where, own_k)
-            write_at(own.values, where, own_v)
-            out.append(packed(attend(own_q, own.keys, own.values, None)))
-            start = end
-        return torch.cat(out, 2)
+        return attend_packed(q, k, v, cache, attend)
     write_at(cache.keys, positions, k)
     write_at(cache.values, positions, v)
     return attend(q, cache.keys, cache.values, attn_mask)
+
+
+def attend_packed(q, k, v, cache: CacheRows, attend):
+    """A packed forward's attention (q, k, v (1, H, N, D): several passes' tokens side by side):
+    each pass's fresh keys and values go into its own cache, and each pass's queries attend to
+    its own cache, as its own call attends them. Where infill's C attention takes them (the
+    CPU), or for a single pass, a call a pass; elsewhere (a GPU) one call for every pass, over
+    their caches laid one after another, each query masked to its own: a call a pass cost a GPU
+    eight operations a layer for each further pass, launched one by one (docs/serving.md)."""
+    counts = [rows * len(where) for rows, where in zip(cache.sizes, cache.where)]
+    fresh = zip(cache.caches, cache.sizes, cache.where, k.split(counts, 2), v.split(counts, 2))
+    for own, rows, where, keys, values in fresh:
+        write_at(own.keys, where, unpacked(keys, rows))
+        write_at(own.values, where, unpacked(values, rows))
+    if len(counts) == 1 or layer_ops.applies(q, cache.caches[0].keys, bfloat16=True):
+        out = []
+        for own, rows, queries in zip(cache.caches, cache.sizes, q.split(counts, 2)):
+            out.append(packed(attend(unpacked(queries, rows), own.keys, own.values, None)))
+        return torch.cat(out, 2)
+    keys = torch.cat([lines_up(own.keys) for own in cache.caches], 2)
+    values = torch.cat([lines_up(own.values) for own in cache.caches], 2)
+    return attend(q, keys, values, cache.key_segments(q.device))
+
+
+def lines_up(t: torch.Tensor) -> torch.Tensor:
+    """A cache's keys or values (rows, H, S, D) as one run (1, H, rows * S, D), row after row."""
+    rows, heads, length, size = t.shape
+    return t if rows == 1 else t.transpose(0, 1).reshape(1, heads, rows * length, size)
 
 
 def unpacked(t: torch.Tensor, rows: int) -> torch.Tensor:
