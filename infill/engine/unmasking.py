@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from infill.engine import top_candidates
+
 if TYPE_CHECKING:
     from infill.options import SamplerConfig
 
@@ -120,8 +122,7 @@ def candidates(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     the whole vocabulary, by position; a copy, free to change)."""
     if probs.size(-1) <= LARGE_VOCABULARY:
         return probs.clone(), None
-    top = probs.topk(CANDIDATES, dim=-1)
-    return top.values, top.indices
+    return top_candidates.top(probs, CANDIDATES)
 
 
 def pick(

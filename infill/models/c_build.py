@@ -5,8 +5,9 @@ on x86-64, no C compiler, a CPU the source refuses) the caller gets the reason a
 PyTorch's operations. A library is written whole or not at all.
 
 The sources: int4_native.c (the 4-bit product, infill.models.int4_native), bf16_native.c (the
-bfloat16 product, infill.models.bf16_native) and layer_ops.c (a layer's small operations,
-infill.models.layer_ops). They are plain C (no Python or PyTorch
+bfloat16 product, infill.models.bf16_native), layer_ops.c (a layer's small operations,
+infill.models.layer_ops) and, beside the sampler, infill/engine/top_candidates.c (a pass's most
+likely tokens, infill.engine.top_candidates). They are plain C (no Python or PyTorch
 headers: each builds in a fraction of a second); their OpenMP threads are PyTorch's own (the
 process's one libgomp).
 """
