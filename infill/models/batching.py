@@ -20,8 +20,10 @@ canvas's tokens at its positions) side by side, with their own positions for the
 none padded, so a forward computes the tokens its passes asked for and no more (padded to the
 most positions, eight passes of about 9 positions computed 37 each). Each layer's caches of the
 passes side by side (`CacheRows`): each pass's queries attend to its own cache's keys and values,
-and its fresh ones are written into it, so nothing is copied (the attention runs once per pass
-and layer; the products of the layers run once for the batch).
+and its fresh ones are written into it (the products of the layers run once for the batch; the
+attention once per pass and layer on a CPU, where infill's C attention reads each cache where it
+is, and once per layer elsewhere, over the caches laid one after another with each query masked
+to its own: infill.models.native.model, `attend_packed`).
 
 Each pass keeps its own cache object (a request may hold it across passes and requests: the
 language server's kept context, infill.engine.kept_context): a refresh copies its rows out of the
