@@ -224,28 +224,44 @@ def aligned_runs(old: list[int], new: list[int], min_run: int = MIN_RUN) -> list
     return [(i, j, n) for i, j, n in matcher.get_matching_blocks() if n >= min_run]
 
 
-def moved_cache(cache: list, runs: list[tuple[int, int, int]], length: int, theta: float) -> list:
+def moved_cache(
+    cache: list, runs: list[tuple[int, int, int]], length: int, theta: float, all_layers: bool | None = None
+) -> list:
     """Per layer, keys and values (B, H, ``length``, D) holding each run (i, j, n) of
     ``aligned_runs`` (the cache's positions i .. i + n - 1) at j .. j + n - 1, zeros elsewhere (to
     be computed); the keys of a run that moved turned by the rotary angle of its move, so that
     each is the key of the same token at its new position. Runs are copied as slices (a run that
-    stayed where it was is copied as it is: turning by 0 gives the same numbers)."""
+    stayed where it was is copied as it is: turning by 0 gives the same numbers).
+
+    ``all_layers`` (None: off the CPU): every layer's keys and values stacked and moved at once,
+    the same numbers, the layers' caches views of the two stacked tensors. The operations a move
+    launches then do not grow with the layers: a 7B cache of 28 layers moved in two runs took 42
+    operations, where a layer at a time took 686, each a kernel launch on a GPU. On the CPU a
+    layer at a time is faster (its slices stay in the caches): that cache in 16.8 ms against 48.7,
+    medians of 15 on two cores of a Zen 5 (2026-12-08)."""
     if not cache:
         return []
-    dim, device = cache[0].keys.shape[-1], cache[0].keys.device
+    kind, first = type(cache[0]), cache[0].keys
     # a move's angles as one row, for every key of each run that moved by it
-    turns = {j - i: rotation(torch.tensor([j - i], device=device), dim, theta) for i, j, _ in runs if i != j}
-    moved = []
-    for layer in cache:
-        keys, values = layer.keys, layer.values
-        shape = (*keys.shape[:2], length, keys.shape[-1])
-        new_keys, new_values = keys.new_zeros(shape), values.new_zeros(shape)
-        for i, j, n in runs:
-            new_values[:, :, j : j + n] = values[:, :, i : i + n]
-            run = keys[:, :, i : i + n]
-            new_keys[:, :, j : j + n] = run if i == j else turned(run, *turns[j - i])
-        moved.append(type(layer)(new_keys, new_values))
-    return moved
+    turns = {j - i: rotation(torch.tensor([j - i], device=first.device), first.shape[-1], theta)
+             for i, j, _ in runs if i != j}  # fmt: skip
+    if not (first.device.type != "cpu" if all_layers is None else all_layers):
+        return [kind(*moved(layer.keys, layer.values, runs, length, turns)) for layer in cache]
+    stacked = (torch.stack([layer.keys for layer in cache]), torch.stack([layer.values for layer in cache]))
+    keys, values = moved(*stacked, runs, length, turns)
+    return [kind(k, v) for k, v in zip(keys.unbind(0), values.unbind(0))]
+
+
+def moved(keys: torch.Tensor, values: torch.Tensor, runs: list, length: int, turns: dict) -> tuple:
+    """Keys and values (..., S, D) with `moved_cache`'s runs moved into new ones of `length`
+    positions, the keys of each run that moved turned by its angles in `turns`."""
+    shape = (*keys.shape[:-2], length, keys.shape[-1])
+    new_keys, new_values = keys.new_zeros(shape), values.new_zeros(shape)
+    for i, j, n in runs:
+        new_values[..., j : j + n, :] = values[..., i : i + n, :]
+        run = keys[..., i : i + n, :]
+        new_keys[..., j : j + n, :] = run if i == j else turned(run, *turns[j - i])
+    return new_keys, new_values
 
 
 def rotated(keys: torch.Tensor, deltas: torch.Tensor, theta: float) -> torch.Tensor:
@@ -263,7 +279,7 @@ def rotation(deltas: torch.Tensor, dim: int, theta: float) -> tuple[torch.Tensor
 
 
 def turned(keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Keys (B, H, P, D) turned by the angles whose cos and sin (P, D / 2) are given."""
+    """Keys (..., P, D) turned by the angles whose cos and sin (P, D / 2) are given."""
     k1, k2 = keys.float().chunk(2, dim=-1)
     return torch.cat([k1 * cos - k2 * sin, k1 * sin + k2 * cos], dim=-1).to(keys.dtype)
 

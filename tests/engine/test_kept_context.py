@@ -167,6 +167,30 @@ def test_a_moved_cache_holds_each_kept_key_turned_by_its_own_move():
     assert not layer.keys[:, :, ~kept].any() and not layer.values[:, :, ~kept].any()
 
 
+def test_every_layer_moved_at_once_is_a_layer_at_a_time_to_the_bit():
+    """What a GPU runs (every layer's keys and values stacked and moved at once) gives each layer
+    the numbers a layer at a time gives (the CPU's), for float32 and bfloat16 caches, and launches
+    the same operations for 2 layers as for 6."""
+    runs = [(0, 0, 10), (14, 11, 5), (22, 19, 2), (25, 30, 6)]
+
+    def operations(cache: list) -> int:
+        with torch.profiler.profile() as profile:
+            moved_cache(cache, runs, 44, 10000.0, all_layers=True)
+        return sum(1 for event in profile.events() if event.cpu_parent is None)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        cache = [
+            LayerCache(torch.randn(1, 2, 40, 8).to(dtype), torch.randn(1, 2, 40, 8).to(dtype))
+            for _ in range(6)
+        ]
+        each = moved_cache(cache, runs, 44, 10000.0, all_layers=False)
+        every = moved_cache(cache, runs, 44, 10000.0, all_layers=True)
+        for one, other in zip(each, every, strict=True):
+            assert other.keys.dtype == dtype and other.keys.is_contiguous() and other.values.is_contiguous()
+            assert torch.equal(one.keys, other.keys) and torch.equal(one.values, other.values)
+        assert operations(cache[:2]) == operations(cache)
+
+
 def test_aligned_runs_find_the_moved_window():
     old = list(range(100))
     new = old[10:50] + [500] * 3 + old[60:100] + [600, 601]
