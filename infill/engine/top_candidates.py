@@ -6,7 +6,7 @@ indices first (topk leaves their order open).
 
 Why: PyTorch's topk over a 152k-token vocabulary took 0.4 ms for a pass of 4 positions and 3.6 ms
 for one of 32 on two cores (2026-12-08, a Zen 5), 6% of a 0.5B network's ready fill; this takes
-0.07 and 1.2 (docs/models.md, "The candidates of a pass")."""
+0.22 (on one thread: `ROWS_A_THREAD`) and 1.2 (docs/models.md, "The candidates of a pass")."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ from infill.models.c_build import Build, build_unless_switched, inference_on_cpu
 
 SOURCE = Path(__file__).with_name("top_candidates.c")
 SWITCH = "INFILL_TOP_CANDIDATES"  # "pytorch": PyTorch's topk (for comparisons)
+ROWS_A_THREAD = 4
+"""A thread for every this many positions at least (a row of 152k tokens takes about 35 us): a
+4-position pass on one thread (0.14 ms), and no team of threads for a few rows where many
+requests' threads each call it at once (a GPU replica's, whose torch threads are the machine's)."""
 
 
 @functools.cache
@@ -44,7 +48,8 @@ def top(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     values = probs.new_empty(*probs.shape[:-1], k)
     indices = torch.empty(*probs.shape[:-1], k, dtype=torch.long)
     rows = probs.numel() // probs.shape[-1]
+    threads = max(1, min(torch.get_num_threads(), rows // ROWS_A_THREAD))
     if rows and library.infill_top_candidates(probs.data_ptr(), rows, probs.shape[-1], k, values.data_ptr(),
-                                              indices.data_ptr(), torch.get_num_threads()):  # fmt: skip
+                                              indices.data_ptr(), threads):  # fmt: skip
         raise MemoryError("the top candidates' C call found no memory for its scratch")
     return values, indices
