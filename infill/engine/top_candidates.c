@@ -54,12 +54,12 @@ static void heap_top(const float *p, const int64_t *at, int64_t n, int64_t k, fl
 /* one row of V values: its k largest. The floor is the sample's (2k / STRIDE + 8)-th largest, so
    that about twice k values of a row lie above it; every value at least the floor is gathered
    (scratch bv, bi of `room` items) and the k largest of those kept. Where the floor would leave
-   fewer than k, or more than the scratch holds (many equal values), every value goes through the
-   heap. */
+   fewer than k, or more than the scratch holds (many equal values), or k is too small for such a
+   floor (under 10), every value goes through the heap. */
 static void top_row(const float *p, int64_t V, int64_t k, float *v, int64_t *ix, float *bv, int64_t *bi,
                     int64_t room) {
     const int64_t sampled = (V + STRIDE - 1) / STRIDE, rank = 2 * k / STRIDE + 8;
-    if (rank <= sampled && sampled <= room) {
+    if (rank <= k && rank <= sampled && sampled <= room) { /* (the sample's heap is v and ix: k long) */
         for (int64_t i = 0; i < sampled; i++) bv[i] = p[i * STRIDE];
         heap_top(bv, NULL, sampled, rank, v, ix);
         const float floor = v[rank - 1];

@@ -46,6 +46,13 @@ def assert_topk(probs: torch.Tensor, values: torch.Tensor, indices: torch.Tensor
         assert (row[: index[-1]] == last).sum() <= (row[index] == last).sum()
 
 
+@pytest.mark.parametrize("k", [1, 5, 9, 40, 1000])
+def test_any_number_of_candidates(k):
+    """Few (under the floor's sample rank: every value through the heap) or many."""
+    probs = torch.softmax(torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(k)) * 3, dim=-1)
+    assert_topk(probs, *top_candidates.top(probs, k))
+
+
 def test_the_sampler_chooses_among_them():
     probs = torch.softmax(torch.randn(1, 6, VOCAB, generator=torch.Generator().manual_seed(1)) * 4, dim=-1)
     choices, vocab = candidates(probs)
