@@ -6,7 +6,7 @@ indices first (topk leaves their order open).
 
 Why: PyTorch's topk over a 152k-token vocabulary took 0.4 ms for a pass of 4 positions and 3.6 ms
 for one of 32 on two cores (2026-12-08, a Zen 5), 6% of a 0.5B network's ready fill; this takes
-0.22 (on one thread: `ROWS_A_THREAD`) and 1.2 (docs/models.md, "The candidates of a pass")."""
+0.22 (on one thread: `ROWS_A_THREAD`) and 1.2 (docs/models.md, "The candidates of a pass in C")."""
 
 from __future__ import annotations
 
