@@ -49,7 +49,10 @@ def build_library(source: Path, flags: tuple[str, ...] = FLAGS, refusal: str | N
     compiler = c_compiler()
     if compiler is None:
         return Build(None, NO_COMPILER)
-    text = source.read_bytes()
+    try:
+        text = source.read_bytes()
+    except OSError as error:  # an install that left it out: PyTorch's operations, not a crash
+        return Build(None, f"its source cannot be read: {error}")
     key = hashlib.sha256(text + " ".join((compiler, *flags, cpu_flags())).encode()).hexdigest()[:16]
     folder = cache_folder()
     library, failed = folder / f"{source.stem}-{key}.so", folder / f"{source.stem}-{key}.failed"

@@ -264,3 +264,9 @@ def test_under_autocast_and_across_dtypes_pytorch_computes(built, monkeypatch):
     with_them = logits()
     monkeypatch.setattr(layer_ops, "applies", lambda *tensors, bfloat16=False: False)
     assert torch.isfinite(with_them).all() and torch.equal(with_them, logits())
+
+
+def test_a_source_that_cannot_be_read_builds_nothing_and_says_why(tmp_path):
+    """An install without a C source keeps PyTorch's operations (and the reason), not an error."""
+    built = c_build.build_library(tmp_path / "gone.c")
+    assert built.library is None and "cannot be read" in built.reason
