@@ -46,13 +46,13 @@ def build_library(source: Path, flags: tuple[str, ...] = FLAGS, refusal: str | N
     CPU's for good and is remembered, other failures are tried again in the next process."""
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         return Build(None, f"built for Linux on x86-64 only, not {platform.system()} on {platform.machine()}")
-    compiler = c_compiler()
-    if compiler is None:
-        return Build(None, NO_COMPILER)
     try:
         text = source.read_bytes()
     except OSError as error:  # an install that left it out: PyTorch's operations, not a crash
         return Build(None, f"its source cannot be read: {error}")
+    compiler = c_compiler()
+    if compiler is None:
+        return Build(None, NO_COMPILER)
     key = hashlib.sha256(text + " ".join((compiler, *flags, cpu_flags())).encode()).hexdigest()[:16]
     folder = cache_folder()
     library, failed = folder / f"{source.stem}-{key}.so", folder / f"{source.stem}-{key}.failed"

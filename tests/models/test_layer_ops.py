@@ -7,6 +7,8 @@ attention does not take are left to PyTorch; and `INFILL_LAYER_OPS=pytorch` turn
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -269,4 +271,6 @@ def test_under_autocast_and_across_dtypes_pytorch_computes(built, monkeypatch):
 def test_a_source_that_cannot_be_read_builds_nothing_and_says_why(tmp_path):
     """An install without a C source keeps PyTorch's operations (and the reason), not an error."""
     built = c_build.build_library(tmp_path / "gone.c")
-    assert built.library is None and "cannot be read" in built.reason
+    assert built.library is None
+    if platform.system() == "Linux" and platform.machine() == "x86_64":  # (elsewhere nothing is built)
+        assert "cannot be read" in built.reason
