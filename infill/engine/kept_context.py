@@ -245,7 +245,9 @@ def moved_cache(
     # a move's angles as one row, for every key of each run that moved by it
     turns = {j - i: rotation(torch.tensor([j - i], device=first.device), first.shape[-1], theta)
              for i, j, _ in runs if i != j}  # fmt: skip
-    if not (first.device.type != "cpu" if all_layers is None else all_layers):
+    if all_layers is None:
+        all_layers = first.device.type != "cpu"
+    if not all_layers:
         return [kind(*moved(layer.keys, layer.values, runs, length, turns)) for layer in cache]
     stacked = (torch.stack([layer.keys for layer in cache]), torch.stack([layer.values for layer in cache]))
     keys, values = moved(*stacked, runs, length, turns)
