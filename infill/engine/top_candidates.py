@@ -21,8 +21,8 @@ from infill.models.c_build import Build, build_unless_switched, inference_on_cpu
 SOURCE = Path(__file__).with_name("top_candidates.c")
 SWITCH = "INFILL_TOP_CANDIDATES"  # "pytorch": PyTorch's topk (for comparisons)
 ROWS_A_THREAD = 4
-"""A thread for every this many positions at least (a row of 152k tokens takes about 35 us): a
-4-position pass on one thread (0.14 ms), and no team of threads for a few rows where many
+"""A thread for every this many positions at least (a row of 152k tokens takes about 55 us on one
+thread): a 4-position pass on one thread (0.22 ms), and no team of threads for a few rows where many
 requests' threads each call it at once (a GPU replica's, whose torch threads are the machine's)."""
 
 
