@@ -4,7 +4,9 @@ its own angle), paired in one process on 2 threads: the caches of a 512-position
 0.5B and the 7B shapes' layer counts and key/value heads (random numbers), moved as a one-line
 fill's first pass moves them (the span's 16 tokens become 32 masks: two runs, one moved by 16).
 Prints the medians of 30 moves each way and whether both give the same numbers
-(docs/models.md, "One logits table a pass").
+(docs/models.md, "One logits table a pass"); then the same for today's two ways, a layer at a
+time (the CPU's) and every layer at once (a GPU's: `all_layers`), with the operations each
+launches (torch.profiler, top-level operators; docs/serving.md, "A kept context moved").
 
     python docs/experiments/moved_cache_ab.py
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 
 import torch
 
@@ -44,18 +47,30 @@ def main() -> None:
     for shape, (layers, heads, size) in SHAPES.items():
         cache = [LayerCache(torch.randn(1, heads, 512, size), torch.randn(1, heads, 512, size))
                  for _ in range(layers)]  # fmt: skip
-        ways = {"gathered": gathered, "run by run": moved_cache}
-        times: dict[str, list[float]] = {way: [] for way in ways}
-        for index in range(30):
-            for way in list(ways) if index % 2 == 0 else list(ways)[::-1]:
-                started = time.perf_counter()
-                ways[way](cache, RUNS, length, THETA)
-                times[way].append(1000 * (time.perf_counter() - started))
-        old, new = (ways[way](cache, RUNS, length, THETA) for way in ways)
-        same = all(torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values) for a, b in zip(old, new))
-        old_ms, new_ms = (statistics.median(times[way]) for way in ways)
-        print(f"{shape}: a 512-position cache moved: gathered {old_ms:.1f} ms, run by run {new_ms:.1f} ms; "
-              f"the same numbers: {same}")  # fmt: skip
+        paired(shape, cache, length, {"gathered": gathered, "run by run": moved_cache})
+        each = {"a layer at a time": partial(moved_cache, all_layers=False),
+                "every layer at once": partial(moved_cache, all_layers=True)}  # fmt: skip
+        paired(shape, cache, length, each)
+        for way, move in each.items():
+            with torch.profiler.profile() as profile:
+                move(cache, RUNS, length, THETA)
+            print(f"  {way}: {sum(1 for event in profile.events() if event.cpu_parent is None)} operations")
+
+
+def paired(shape: str, cache: list, length: int, ways: dict) -> None:
+    """Two ways of moving `cache`, alternating 30 times: their medians, and whether both give the
+    same numbers."""
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    for index in range(30):
+        for way in list(ways) if index % 2 == 0 else list(ways)[::-1]:
+            started = time.perf_counter()
+            ways[way](cache, RUNS, length, THETA)
+            times[way].append(1000 * (time.perf_counter() - started))
+    old, new = (ways[way](cache, RUNS, length, THETA) for way in ways)
+    same = all(torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values) for a, b in zip(old, new))
+    first, second = ways
+    print(f"{shape}: a 512-position cache moved: {first} {statistics.median(times[first]):.1f} ms, "
+          f"{second} {statistics.median(times[second]):.1f} ms; the same numbers: {same}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -237,8 +237,8 @@ def moved_cache(
     the same numbers, the layers' caches views of the two stacked tensors. The operations a move
     launches then do not grow with the layers: a 7B cache of 28 layers moved in two runs took 42
     operations, where a layer at a time took 686, each a kernel launch on a GPU. On the CPU a
-    layer at a time is faster (its slices stay in the caches): that cache in 16.8 ms against 48.7,
-    medians of 15 on two cores of a Zen 5 (2026-12-08)."""
+    layer at a time is faster (its slices stay in the caches): that cache in 12.0 ms against 48.8,
+    medians of 30 on two cores of a Zen 5 (2026-12-08, docs/experiments/moved_cache_ab.py)."""
     if not cache:
         return []
     kind, first = type(cache[0]), cache[0].keys
